@@ -1,0 +1,488 @@
+package testserver
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+)
+
+// ErrConfig is wrapped by every error New returns for an invalid Config.
+// Match it with errors.Is; the message names the host and the field.
+var ErrConfig = errors.New("testserver: invalid configuration")
+
+// ErrClosed is returned when dialling a Server that has been closed.
+var ErrClosed = errors.New("testserver: server closed")
+
+// LimitKind selects the algorithm behind a host's hidden capacity.
+type LimitKind int
+
+const (
+	// None is the zero LimitKind: the host accepts every request.
+	None LimitKind = iota
+	// FixedWindow admits N requests per Window. Windows are aligned to the
+	// server's start: window k is [k*Window, (k+1)*Window) and the count
+	// resets at each boundary, like a counter reset every second. As with
+	// any fixed window, a client can get 2N requests through in a span of
+	// one Window that straddles a boundary (N at the end of one window, N at
+	// the start of the next).
+	FixedWindow
+	// TokenBucket is a token bucket in its GCRA form (as in redis_rate or
+	// nginx limit_req with burst): one request every 1/Rate seconds, with
+	// Burst requests admitted at once from a full bucket. Burst 1 means
+	// strictly one per 1/Rate; Burst 2 admits two requests at the same
+	// instant, then one every 1/Rate.
+	TokenBucket
+	// SlidingWindow admits at most N requests in any span of Window (a
+	// sliding log): a request is admitted if fewer than N counted requests
+	// arrived in the Window before it. No edge effect.
+	SlidingWindow
+	// Concurrency admits at most MaxConcurrent requests in flight at once;
+	// the excess is answered at once (503 unless Excess.Status says
+	// otherwise).
+	Concurrency
+)
+
+var limitKindNames = [...]string{"None", "FixedWindow", "TokenBucket", "SlidingWindow", "Concurrency"}
+
+// String returns the constant's name, e.g. "FixedWindow".
+func (k LimitKind) String() string {
+	if k >= 0 && int(k) < len(limitKindNames) {
+		return limitKindNames[k]
+	}
+	return fmt.Sprintf("LimitKind(%d)", int(k))
+}
+
+// Limit is a hidden capacity. Its zero value (Kind None) is unlimited. Fields
+// that Kind does not use are ignored (but must not be negative), except that
+// a None limit with any capacity field set is an error: it is almost always a
+// forgotten Kind.
+//
+// A Limit is a plain value; it is safe to share between goroutines as long as
+// nobody writes it.
+type Limit struct {
+	// Kind selects the algorithm; see the constants.
+	Kind LimitKind
+	// Rate is the sustained rate of a TokenBucket, in requests per second.
+	// It must be > 0 for TokenBucket.
+	Rate float64
+	// N is the number of requests a FixedWindow or SlidingWindow admits per
+	// Window. It must be >= 1 for those kinds (at most 1<<20 for
+	// SlidingWindow, which keeps a log of N timestamps).
+	N int
+	// Window is the window of FixedWindow and SlidingWindow. It must be > 0
+	// for those kinds.
+	Window time.Duration
+	// Burst is the number of requests a full TokenBucket admits at once. It
+	// must be >= 1 for TokenBucket.
+	Burst int
+	// MaxConcurrent is the number of requests a Concurrency limit serves at
+	// once. It must be >= 1 for Concurrency.
+	MaxConcurrent int
+	// CountRejected makes rejected requests count against the limit too,
+	// as penalty-box limiters do: a client that keeps knocking while
+	// throttled stays locked out. It applies to SlidingWindow (a rejected
+	// request enters the log) and TokenBucket (a rejected request still
+	// advances the bucket). FixedWindow ignores it (a rejection happens only
+	// once the window is full anyway), as does Concurrency.
+	CountRejected bool
+}
+
+// Step is one entry of a schedule: from At (measured from the server's
+// start) on, Limit applies to the host. The new limit starts from a fresh
+// state (an empty window, a full bucket); requests in flight are not
+// affected.
+type Step struct {
+	At    time.Duration
+	Limit Limit
+}
+
+// Latency is how long the origin takes to answer a request that the limit
+// admitted. Rejections (429/503), ban pages and robots.txt are answered at
+// once, as a rate limiter in front of an origin does. The zero value is no
+// latency.
+//
+// The delay of one request is Base + a uniform draw in [0, Jitter) + n ×
+// PerInFlight, where n is the number of other requests the host was serving
+// when this one was admitted.
+type Latency struct {
+	// Base is the fixed part of every admitted request's delay.
+	Base time.Duration
+	// Jitter adds a uniform extra in [0, Jitter), drawn from a per-host PRNG
+	// seeded from Config.Seed and the host name: deterministic for a given
+	// arrival order.
+	Jitter time.Duration
+	// PerInFlight adds this much per other request in flight: a struggling
+	// origin that slows down under load.
+	PerInFlight time.Duration
+}
+
+// RetryAfterMode selects what the Retry-After header of a rejection says.
+type RetryAfterMode int
+
+const (
+	// RetryAfterSeconds (the zero value) sends delay-seconds: the whole
+	// number of seconds until capacity frees (rounded up, at least 1).
+	RetryAfterSeconds RetryAfterMode = iota
+	// RetryAfterHTTPDate sends an IMF-fixdate (http.TimeFormat), rounded up
+	// to the next whole second so that a client waiting until then never
+	// comes back early.
+	RetryAfterHTTPDate
+	// RetryAfterZero sends "Retry-After: 0". It announces no pause.
+	RetryAfterZero
+	// RetryAfterGarbage sends an unparseable value ("soon"). It announces no
+	// pause.
+	RetryAfterGarbage
+	// RetryAfterNone sends no Retry-After header. It announces no pause.
+	RetryAfterNone
+)
+
+var retryAfterNames = [...]string{"RetryAfterSeconds", "RetryAfterHTTPDate", "RetryAfterZero", "RetryAfterGarbage", "RetryAfterNone"}
+
+// String returns the constant's name, e.g. "RetryAfterHTTPDate".
+func (m RetryAfterMode) String() string {
+	if m >= 0 && int(m) < len(retryAfterNames) {
+		return retryAfterNames[m]
+	}
+	return fmt.Sprintf("RetryAfterMode(%d)", int(m))
+}
+
+// garbageRetryAfter is what RetryAfterGarbage sends.
+const garbageRetryAfter = "soon"
+
+// Excess says how requests over the limit are answered. The zero value
+// answers 429 (503 for a Concurrency limit) with Retry-After in seconds and
+// no quota headers.
+type Excess struct {
+	// Status is the status of a rejected request. Zero means 429 Too Many
+	// Requests, or 503 Service Unavailable for a Concurrency limit. Other
+	// values must be in 200..599.
+	Status int
+	// RetryAfter selects the form of the Retry-After header.
+	RetryAfter RetryAfterMode
+	// FixedRetryAfter, if > 0, is announced instead of the computed time
+	// until capacity frees (still rounded up to whole seconds). The
+	// computed delay is the time until the window resets (FixedWindow), a
+	// token is due (TokenBucket) or the oldest logged request leaves the
+	// window (SlidingWindow); a Concurrency limit cannot know when a slot
+	// frees and announces 1 second.
+	FixedRetryAfter time.Duration
+	// QuotaHeaders adds quota headers to every response of a host whose
+	// limit is FixedWindow, SlidingWindow or TokenBucket: the IETF draft
+	// structured fields (RateLimit-Policy: "default";q=N;w=W and
+	// RateLimit: "default";r=R;t=T) and X-RateLimit-Limit, -Remaining and
+	// -Reset (Reset in seconds from now, not a Unix time). W and T are whole
+	// seconds, rounded up. For a TokenBucket, q is Burst, w is the time to
+	// refill Burst tokens, r the requests admissible now and t the time until
+	// the bucket is full.
+	QuotaHeaders bool
+}
+
+// Ban makes a host block a client that keeps exceeding the limit: after
+// After rejected requests within Within, every request but robots.txt is
+// answered 403 with an HTML block page for For. The request that completes
+// the count is still answered as excess; the next one gets the 403.
+// Requests during a ban do not count against the limit nor towards the next
+// ban.
+type Ban struct {
+	// After is the number of rejections that starts a ban. It must be >= 1.
+	After int
+	// Within is the span in which After rejections must fall. Zero means 1
+	// minute.
+	Within time.Duration
+	// For is how long a ban lasts. Zero means 1 minute.
+	For time.Duration
+}
+
+// Site is the crawlable content of a host: "/" links to pages /page/0 ..
+// /page/FanOut-1, and page n links to pages (n*FanOut + i + 1) mod Pages for
+// i in [0, FanOut), so that a crawl from "/" reaches every page. Links are
+// root-relative ("/page/7"). Any other path is 404 (and still counts against
+// the limit). The zero value means 1000 pages with 5 links each; at most
+// 1<<30 pages and 1000 links per page.
+type Site struct {
+	// Pages is the number of pages. Zero means 1000.
+	Pages int
+	// FanOut is the number of links per page. Zero means 5.
+	FanOut int
+}
+
+// Robots is a host's /robots.txt. The zero value serves 200 with
+// "User-agent: *" and an empty Disallow (everything allowed).
+//
+// robots.txt requests never count against the limit, are never banned and
+// have no latency, so that tests of robots handling are not perturbed by the
+// limit (and the reverse). They are counted in Stats.Requests, Stats.Robots
+// and Stats.ByStatus, and arriving during an announced pause they count as
+// pause violations.
+type Robots struct {
+	// Status is the status of /robots.txt. Zero means 200. A status other
+	// than 2xx is answered with a short plain-text body.
+	Status int
+	// CrawlDelay, if > 0, adds a Crawl-delay line in seconds (fractional
+	// if need be, e.g. "Crawl-delay: 0.5").
+	CrawlDelay time.Duration
+	// Body, if set, is served verbatim (with Status) instead of the
+	// generated file.
+	Body string
+	// Disallow lists paths for "Disallow:" lines under "User-agent: *".
+	Disallow []string
+	// RetryAfter, if > 0 and Status is not 2xx, is sent as Retry-After in
+	// whole seconds (rounded up) and announces a pause like a rejection
+	// does.
+	RetryAfter time.Duration
+}
+
+// Policy is everything about one virtual host. The zero value is a host with
+// no limit, no latency, the default site and an allow-all robots.txt.
+type Policy struct {
+	// Limit applies from the server's start until the first Step.
+	Limit Limit
+	// Schedule changes the limit at given times; steps must have strictly
+	// increasing At >= 0. A step at 0 replaces Limit from the start.
+	Schedule []Step
+	Latency  Latency
+	Excess   Excess
+	// Ban, if not nil, blocks clients that keep exceeding the limit.
+	Ban    *Ban
+	Site   Site
+	Robots Robots
+}
+
+// Network selects how clients reach the server.
+type Network int
+
+const (
+	// DefaultNetwork is the zero Network: New uses Loopback, NewTest uses
+	// Memory.
+	DefaultNetwork Network = iota
+	// Loopback serves each host on its own real TCP listener on 127.0.0.1.
+	// Use it for examples, benchmarks and end-to-end runs in real time. Real
+	// sockets hang inside a testing/synctest bubble.
+	Loopback
+	// Memory serves every host on one in-memory listener built on
+	// net.Pipe, routed by the Host header; only the Server's Transport can
+	// reach it. It works inside a testing/synctest bubble (virtual time),
+	// provided the Server is created inside that bubble.
+	Memory
+)
+
+var networkNames = [...]string{"DefaultNetwork", "Loopback", "Memory"}
+
+// String returns the constant's name, e.g. "Memory".
+func (n Network) String() string {
+	if n >= 0 && int(n) < len(networkNames) {
+		return networkNames[n]
+	}
+	return fmt.Sprintf("Network(%d)", int(n))
+}
+
+// Config configures a Server. The zero value is one host, "a.test", with the
+// zero Policy, on the default network.
+type Config struct {
+	// Hosts maps host names ("a.test", "b.test", ...) to their policies.
+	// Names are lower-case DNS-like names without a port. Empty means one
+	// host "a.test" with the zero Policy.
+	Hosts map[string]Policy
+	// Network selects loopback sockets or the in-memory network.
+	Network Network
+	// Seed seeds the per-host PRNGs (latency jitter).
+	Seed int64
+}
+
+// DefaultHost is the host name used when Config.Hosts is empty.
+const DefaultHost = "a.test"
+
+// HostNames returns n host names in the conventional order: "a.test" ..
+// "z.test", then "aa.test", "ab.test", ... (bijective base 26, like
+// spreadsheet columns). It is a convenience for building Config.Hosts.
+func HostNames(n int) []string {
+	names := make([]string, 0, max(n, 0))
+	for i := range n {
+		var b [16]byte
+		j := len(b)
+		for k := i + 1; k > 0; k = (k - 1) / 26 {
+			j--
+			b[j] = byte('a' + (k-1)%26)
+		}
+		names = append(names, string(b[j:])+".test")
+	}
+	return names
+}
+
+// Defaults that zero values stand for.
+const (
+	defaultPages     = 1000
+	defaultFanOut    = 5
+	defaultBanWithin = time.Minute
+	defaultBanFor    = time.Minute
+	maxSlidingN      = 1 << 20
+	maxPages         = 1 << 30
+	maxFanOut        = 1000
+	concurrencyWait  = time.Second
+)
+
+func configErr(host, format string, args ...any) error {
+	return fmt.Errorf("%w: host %q: %s", ErrConfig, host, fmt.Sprintf(format, args...))
+}
+
+// validateHostName accepts lower-case DNS-like names and IP literals without a
+// port.
+func validateHostName(name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty host name", ErrConfig)
+	}
+	if len(name) > 253 || name[0] == '.' || name[len(name)-1] == '.' {
+		return fmt.Errorf("%w: bad host name %q", ErrConfig, name)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return fmt.Errorf("%w: bad host name %q (want lower-case letters, digits, '.', '-', no port)", ErrConfig, name)
+		}
+	}
+	return nil
+}
+
+func validateLimit(host, where string, l Limit) error {
+	if l.Kind < None || l.Kind > Concurrency {
+		return configErr(host, "%s: unknown LimitKind %d", where, int(l.Kind))
+	}
+	if math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0) || l.Rate < 0 {
+		return configErr(host, "%s: Rate must be a finite number >= 0, got %v", where, l.Rate)
+	}
+	if l.N < 0 {
+		return configErr(host, "%s: negative N %d", where, l.N)
+	}
+	if l.Window < 0 {
+		return configErr(host, "%s: negative Window %v", where, l.Window)
+	}
+	if l.Burst < 0 {
+		return configErr(host, "%s: negative Burst %d", where, l.Burst)
+	}
+	if l.MaxConcurrent < 0 {
+		return configErr(host, "%s: negative MaxConcurrent %d", where, l.MaxConcurrent)
+	}
+	switch l.Kind {
+	case None:
+		if l.Rate != 0 || l.N != 0 || l.Window != 0 || l.Burst != 0 || l.MaxConcurrent != 0 {
+			return configErr(host, "%s: capacity fields set but Kind is None (unlimited); set Kind", where)
+		}
+	case FixedWindow, SlidingWindow:
+		if l.N < 1 {
+			return configErr(host, "%s: %v needs N >= 1", where, l.Kind)
+		}
+		if l.Window <= 0 {
+			return configErr(host, "%s: %v needs Window > 0", where, l.Kind)
+		}
+		if l.Kind == SlidingWindow && l.N > maxSlidingN {
+			return configErr(host, "%s: SlidingWindow N %d above %d", where, l.N, maxSlidingN)
+		}
+	case TokenBucket:
+		if l.Rate <= 0 {
+			return configErr(host, "%s: TokenBucket needs Rate > 0", where)
+		}
+		if l.Rate > 1e9 {
+			return configErr(host, "%s: TokenBucket Rate %v above 1e9 per second", where, l.Rate)
+		}
+		if l.Burst < 1 {
+			return configErr(host, "%s: TokenBucket needs Burst >= 1", where)
+		}
+	case Concurrency:
+		if l.MaxConcurrent < 1 {
+			return configErr(host, "%s: Concurrency needs MaxConcurrent >= 1", where)
+		}
+	}
+	return nil
+}
+
+func validatePolicy(host string, p *Policy) error {
+	if err := validateLimit(host, "Limit", p.Limit); err != nil {
+		return err
+	}
+	var prev time.Duration
+	for i, st := range p.Schedule {
+		where := fmt.Sprintf("Schedule[%d]", i)
+		if st.At < 0 {
+			return configErr(host, "%s: negative At %v", where, st.At)
+		}
+		if i > 0 && st.At <= prev {
+			return configErr(host, "%s: At %v not after the previous step's %v", where, st.At, prev)
+		}
+		prev = st.At
+		if err := validateLimit(host, where+".Limit", st.Limit); err != nil {
+			return err
+		}
+	}
+	lat := p.Latency
+	if lat.Base < 0 || lat.Jitter < 0 || lat.PerInFlight < 0 {
+		return configErr(host, "Latency: negative duration in %+v", lat)
+	}
+	ex := p.Excess
+	if ex.Status != 0 && (ex.Status < 200 || ex.Status > 599) {
+		return configErr(host, "Excess.Status %d not in 200..599", ex.Status)
+	}
+	if ex.RetryAfter < RetryAfterSeconds || ex.RetryAfter > RetryAfterNone {
+		return configErr(host, "Excess.RetryAfter: unknown RetryAfterMode %d", int(ex.RetryAfter))
+	}
+	if ex.FixedRetryAfter < 0 {
+		return configErr(host, "Excess.FixedRetryAfter: negative %v", ex.FixedRetryAfter)
+	}
+	if b := p.Ban; b != nil {
+		if b.After < 1 {
+			return configErr(host, "Ban.After must be >= 1, got %d", b.After)
+		}
+		if b.Within < 0 || b.For < 0 {
+			return configErr(host, "Ban: negative duration in %+v", *b)
+		}
+		if b.After > maxSlidingN {
+			return configErr(host, "Ban.After %d above %d", b.After, maxSlidingN)
+		}
+	}
+	if p.Site.Pages < 0 || p.Site.FanOut < 0 {
+		return configErr(host, "Site: negative value in %+v", p.Site)
+	}
+	if p.Site.Pages > maxPages || p.Site.FanOut > maxFanOut {
+		return configErr(host, "Site: %+v above the maxima (Pages %d, FanOut %d)", p.Site, maxPages, maxFanOut)
+	}
+	r := p.Robots
+	if r.Status != 0 && (r.Status < 200 || r.Status > 599) {
+		return configErr(host, "Robots.Status %d not in 200..599", r.Status)
+	}
+	if r.CrawlDelay < 0 || r.RetryAfter < 0 {
+		return configErr(host, "Robots: negative duration")
+	}
+	for _, d := range r.Disallow {
+		if strings.ContainsAny(d, "\r\n") {
+			return configErr(host, "Robots.Disallow %q contains a line break", d)
+		}
+	}
+	return nil
+}
+
+// validate checks cfg and returns the sorted host names.
+func (cfg *Config) validate() ([]string, error) {
+	if cfg.Network < DefaultNetwork || cfg.Network > Memory {
+		return nil, fmt.Errorf("%w: unknown Network %d", ErrConfig, int(cfg.Network))
+	}
+	if len(cfg.Hosts) == 0 {
+		return []string{DefaultHost}, nil
+	}
+	names := make([]string, 0, len(cfg.Hosts))
+	for name := range cfg.Hosts {
+		names = append(names, name)
+	}
+	sort.Strings(names) // validate in a stable order: the same config, the same error
+	for _, name := range names {
+		if err := validateHostName(name); err != nil {
+			return nil, err
+		}
+		p := cfg.Hosts[name]
+		if err := validatePolicy(name, &p); err != nil {
+			return nil, err
+		}
+	}
+	return names, nil
+}

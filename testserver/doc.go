@@ -1,0 +1,44 @@
+// Package testserver is an origin with hidden limits, to prove crawlers
+// polite: several virtual hosts in one server, each with its own capacity
+// (fixed window, token bucket / GCRA, sliding window, concurrency cap, or a
+// schedule of them), latency, answer to excess (429 or 503, every form of
+// Retry-After, quota headers, bans), a crawlable site and a robots.txt. Per
+// host Stats give what a test asserts on: counts per status, accepted times,
+// concurrency, accepted rate per second and pause violations (requests that
+// ignored an announced Retry-After).
+//
+// It has the shape of net/http/httptest: New returns a started *Server with
+// URL, Client and an idempotent Close; NewTest binds one to a test. Two
+// networks reach it. Loopback serves each host on a real 127.0.0.1 listener,
+// for examples, benchmarks and end-to-end runs. Memory serves all hosts over
+// net.Pipe connections, routed by the Host header ("http://a.test"); it works
+// inside a testing/synctest bubble, where time is virtual and a 10-minute
+// crawl takes milliseconds. NewTest uses Memory by default.
+//
+// A test of a crawler in virtual time:
+//
+//	func TestPolite(t *testing.T) {
+//		synctest.Test(t, func(t *testing.T) {
+//			srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{
+//				"a.test": {Limit: testserver.Limit{Kind: testserver.FixedWindow, N: 30, Window: time.Second}},
+//			}})
+//			crawl(srv.Client(), srv.URL) // the code under test
+//			st := srv.Stats("a.test")
+//			if st.ByStatus[429] > 0 || st.PauseViolations > 0 {
+//				t.Errorf("impolite: %+v", st)
+//			}
+//		})
+//	}
+//
+// With Colly, hand the server's transport to the collector:
+//
+//	c := colly.NewCollector()
+//	c.WithTransport(srv.Transport())
+//	c.Visit(srv.URL + "/")
+//
+// Time is always time.Now, so inside a bubble everything is virtual and
+// exact. Requests other than /robots.txt count against the limit; robots.txt
+// never does (see Robots). Admitted requests wait for their latency;
+// rejections are answered at once, as by a rate limiter in front of the
+// origin.
+package testserver

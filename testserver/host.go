@@ -1,0 +1,450 @@
+package testserver
+
+import (
+	"hash/fnv"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Stats is what one host saw, for assertions. Times are offsets from the
+// server's start (in a synctest bubble: exact virtual times). A Stats is a
+// copy: it does not change after Server.Stats returns it.
+type Stats struct {
+	// Requests counts every request to the host, robots.txt included.
+	Requests int
+	// ByStatus counts responses per status code, robots.txt included. A
+	// request is counted when its status is decided (on arrival), even if
+	// the client gives up during the latency.
+	ByStatus map[int]int
+	// Accepted holds the arrival times of the requests the limit admitted,
+	// in order. They are answered 200, or 404 for a path not on the site;
+	// robots.txt is not included.
+	Accepted []time.Duration
+	// MaxInFlight is the most admitted requests the host served at once.
+	MaxInFlight int
+	// PerSecond counts admitted requests per second since the start:
+	// PerSecond[i] is the number admitted in [i s, (i+1) s). It ends at
+	// the last second with an admitted request.
+	PerSecond []int
+	// PauseViolations counts requests that arrived while a pause this host
+	// announced (by a Retry-After in seconds or as an HTTP-date) was still
+	// in force. The pause runs from the rejection to the deadline the
+	// client can compute from what was sent (the rejection's time plus the
+	// whole seconds sent, or the date sent); "0", garbage and a missing
+	// header announce none. Requests that arrive at the very instant of the
+	// announcement on another connection were sent concurrently with the
+	// rejected one, before the client could know, and are not counted. In
+	// virtual time (Memory inside synctest) that rule is exact; in real time
+	// a request already in flight may arrive a little later and be counted.
+	PauseViolations int
+	// Robots counts robots.txt requests.
+	Robots int
+	// Banned reports whether the host is banning at the time of the call.
+	Banned bool
+	// BanCount counts the bans started.
+	BanCount int
+}
+
+// host is one virtual host: its policy, its limiter and its statistics, all
+// guarded by mu. It is kept small: a scale run has 10,000 of them.
+type host struct {
+	name string
+	srv  *Server
+	pol  Policy // validated, defaults applied
+
+	robotsStatus int
+	robotsBody   []byte
+
+	mu       sync.Mutex
+	step     int // index of the Schedule step in force, -1 for pol.Limit
+	lim      limiter
+	inFlight int
+	rng      *rand.Rand // allocated on first use
+
+	rejections ring // recent rejection times, for Ban
+	banUntil   time.Duration
+
+	pauseFrom, pauseUntil time.Duration
+	pauseConn             uint64
+
+	requests, robots, maxInFlight, violations, banCount int
+	byStatus                                            map[int]int
+	accepted                                            []time.Duration
+	perSecond                                           []int
+}
+
+func newHost(s *Server, name string, p Policy) *host {
+	if p.Site.Pages == 0 {
+		p.Site.Pages = defaultPages
+	}
+	if p.Site.FanOut == 0 {
+		p.Site.FanOut = defaultFanOut
+	}
+	if p.Ban != nil {
+		b := *p.Ban
+		if b.Within == 0 {
+			b.Within = defaultBanWithin
+		}
+		if b.For == 0 {
+			b.For = defaultBanFor
+		}
+		p.Ban = &b
+	}
+	h := &host{name: name, srv: s, pol: p, step: -1, lim: newLimiter(p.Limit)}
+	h.robotsStatus, h.robotsBody = renderRobots(&p.Robots)
+	return h
+}
+
+// arrive does the bookkeeping every request shares. h.mu must be held.
+func (h *host) arrive(e time.Duration, conn uint64) {
+	h.requests++
+	if e < h.pauseUntil && (e > h.pauseFrom || conn == h.pauseConn) {
+		h.violations++
+	}
+	for sch := h.pol.Schedule; h.step+1 < len(sch) && sch[h.step+1].At <= e; {
+		h.step++
+		h.lim = newLimiter(sch[h.step].Limit)
+	}
+}
+
+// announce records a pause announced at e until `until` on conn. h.mu must
+// be held.
+func (h *host) announce(e, until time.Duration, conn uint64) {
+	if e >= h.pauseUntil {
+		h.pauseFrom = e // a new pause, not an extension of one in force
+	}
+	h.pauseUntil = max(h.pauseUntil, until)
+	h.pauseConn = conn
+}
+
+func (h *host) count(status int) {
+	if h.byStatus == nil {
+		h.byStatus = make(map[int]int, 4)
+	}
+	h.byStatus[status]++
+}
+
+// rejected feeds the ban counter. h.mu must be held.
+func (h *host) rejected(e time.Duration) {
+	b := h.pol.Ban
+	if b == nil {
+		return
+	}
+	h.rejections.init(b.After)
+	h.rejections.push(e)
+	if h.rejections.full() && e-h.rejections.oldest() < b.Within {
+		h.banUntil = e + b.For
+		h.banCount++
+		h.rejections.reset()
+	}
+}
+
+// quotaHeaders are computed under the lock and written after it.
+type quotaHeaders struct {
+	ok   bool
+	q, r int
+	w, t time.Duration
+}
+
+func (h *host) quota(e time.Duration) quotaHeaders {
+	if !h.pol.Excess.QuotaHeaders {
+		return quotaHeaders{}
+	}
+	q, w, r, t, ok := h.lim.quota(e)
+	return quotaHeaders{ok: ok, q: q, w: w, r: r, t: t}
+}
+
+func (qh *quotaHeaders) write(hdr http.Header) {
+	if !qh.ok {
+		return
+	}
+	q, r := strconv.Itoa(qh.q), strconv.Itoa(qh.r)
+	w, t := strconv.FormatInt(ceilSeconds(qh.w, 1), 10), strconv.FormatInt(ceilSeconds(qh.t, 0), 10)
+	hdr["Ratelimit-Policy"] = []string{`"default";q=` + q + ";w=" + w}
+	hdr["Ratelimit"] = []string{`"default";r=` + r + ";t=" + t}
+	hdr["X-Ratelimit-Limit"] = []string{q}
+	hdr["X-Ratelimit-Remaining"] = []string{r}
+	hdr["X-Ratelimit-Reset"] = []string{t}
+}
+
+// ceilSeconds rounds d up to whole seconds, and to at least floor.
+func ceilSeconds(d time.Duration, floor int64) int64 {
+	s := int64((d + time.Second - 1) / time.Second)
+	return max(s, floor)
+}
+
+// retryAfter renders the Retry-After of a rejection at now whose
+// capacity frees after wait, and the pause it announces (0: none).
+func (h *host) retryAfter(now time.Time, wait time.Duration) (value string, pause time.Duration) {
+	ex := &h.pol.Excess
+	d := wait
+	if ex.FixedRetryAfter > 0 {
+		d = ex.FixedRetryAfter
+	}
+	switch ex.RetryAfter {
+	case RetryAfterSeconds:
+		s := ceilSeconds(d, 1)
+		return strconv.FormatInt(s, 10), time.Duration(s) * time.Second
+	case RetryAfterHTTPDate:
+		wall := now.Round(0) // the date is wall-clock; so is the deadline
+		at := wall.Add(d)
+		if t := at.Truncate(time.Second); !t.Equal(at) {
+			at = t.Add(time.Second) // the format has whole seconds: never early
+		}
+		return at.UTC().Format(http.TimeFormat), at.Sub(wall)
+	case RetryAfterZero:
+		return "0", 0
+	case RetryAfterGarbage:
+		return garbageRetryAfter, 0
+	}
+	return "", 0
+}
+
+func (h *host) excessStatus() int {
+	if s := h.pol.Excess.Status; s != 0 {
+		return s
+	}
+	if h.lim.lim.Kind == Concurrency {
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusTooManyRequests
+}
+
+// latency draws the delay of a request admitted while `others` were in
+// flight. h.mu must be held (the PRNG is per host).
+func (h *host) latency(others int) time.Duration {
+	l := &h.pol.Latency
+	d := l.Base + time.Duration(others)*l.PerInFlight
+	if l.Jitter > 0 {
+		if h.rng == nil {
+			f := fnv.New64a()
+			f.Write([]byte(h.name))
+			h.rng = rand.New(rand.NewPCG(uint64(h.srv.seed), f.Sum64()))
+		}
+		d += time.Duration(h.rng.Int64N(int64(l.Jitter)))
+	}
+	return d
+}
+
+func (h *host) stats(e time.Duration) Stats {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := Stats{
+		Requests:        h.requests,
+		ByStatus:        make(map[int]int, len(h.byStatus)),
+		Accepted:        append([]time.Duration(nil), h.accepted...),
+		MaxInFlight:     h.maxInFlight,
+		PerSecond:       append([]int(nil), h.perSecond...),
+		PauseViolations: h.violations,
+		Robots:          h.robots,
+		Banned:          e < h.banUntil,
+		BanCount:        h.banCount,
+	}
+	for k, v := range h.byStatus {
+		st.ByStatus[k] = v
+	}
+	return st
+}
+
+// ServeHTTP answers one request to this host.
+func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s := h.srv
+	if !s.enter() {
+		http.Error(w, "server closed", http.StatusServiceUnavailable)
+		return
+	}
+	defer s.leave()
+	conn, _ := r.Context().Value(connKey{}).(uint64)
+	if r.URL.Path == "/robots.txt" {
+		h.serveRobots(w, conn)
+		return
+	}
+	page, found := h.parsePath(r.URL.Path)
+
+	h.mu.Lock()
+	now := time.Now() // under the lock, so that arrivals are in time order
+	e := now.Sub(s.start)
+	h.arrive(e, conn)
+	if e < h.banUntil {
+		h.count(http.StatusForbidden)
+		qh := h.quota(e)
+		h.mu.Unlock()
+		qh.write(w.Header())
+		writeBody(w, http.StatusForbidden, "text/html; charset=utf-8", blockPage)
+		return
+	}
+	ok, wait := h.lim.admit(e, h.inFlight)
+	if !ok {
+		status := h.excessStatus()
+		ra, pause := h.retryAfter(now, wait)
+		if pause > 0 {
+			h.announce(e, e+pause, conn)
+		}
+		h.rejected(e)
+		h.count(status)
+		qh := h.quota(e)
+		h.mu.Unlock()
+		hdr := w.Header()
+		qh.write(hdr)
+		if ra != "" {
+			hdr["Retry-After"] = []string{ra}
+		}
+		writeBody(w, status, "text/plain; charset=utf-8", []byte(http.StatusText(status)+"\n"))
+		return
+	}
+	delay := h.latency(h.inFlight)
+	h.inFlight++
+	h.maxInFlight = max(h.maxInFlight, h.inFlight)
+	h.accepted = append(h.accepted, e)
+	sec := int(e / time.Second)
+	for len(h.perSecond) <= sec {
+		h.perSecond = append(h.perSecond, 0)
+	}
+	h.perSecond[sec]++
+	status := http.StatusOK
+	if !found {
+		status = http.StatusNotFound
+	}
+	h.count(status)
+	qh := h.quota(e)
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.inFlight--
+		h.mu.Unlock()
+	}()
+
+	if delay > 0 && !s.sleep(r, delay) {
+		return // closing, or the client gave up
+	}
+	qh.write(w.Header())
+	if !found {
+		writeBody(w, http.StatusNotFound, "text/plain; charset=utf-8", []byte("404 page not found\n"))
+		return
+	}
+	writeBody(w, http.StatusOK, "text/html; charset=utf-8", renderPage(h.name, page, h.pol.Site))
+}
+
+func (h *host) serveRobots(w http.ResponseWriter, conn uint64) {
+	h.mu.Lock()
+	now := time.Now()
+	e := now.Sub(h.srv.start)
+	h.arrive(e, conn)
+	h.robots++
+	h.count(h.robotsStatus)
+	var ra string
+	if d := h.pol.Robots.RetryAfter; d > 0 && (h.robotsStatus < 200 || h.robotsStatus > 299) {
+		s := ceilSeconds(d, 1)
+		ra = strconv.FormatInt(s, 10)
+		h.announce(e, e+time.Duration(s)*time.Second, conn)
+	}
+	qh := h.quota(e)
+	h.mu.Unlock()
+	hdr := w.Header()
+	qh.write(hdr)
+	if ra != "" {
+		hdr["Retry-After"] = []string{ra}
+	}
+	writeBody(w, h.robotsStatus, "text/plain; charset=utf-8", h.robotsBody)
+}
+
+// parsePath maps "/" to page -1 and "/page/N" to N.
+func (h *host) parsePath(p string) (page int, found bool) {
+	if p == "/" {
+		return -1, true
+	}
+	digits, ok := strings.CutPrefix(p, "/page/")
+	if !ok || digits == "" || len(digits) > 10 || (len(digits) > 1 && digits[0] == '0') {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(digits); i++ {
+		c := digits[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, n < h.pol.Site.Pages
+}
+
+func writeBody(w http.ResponseWriter, status int, ctype string, body []byte) {
+	hdr := w.Header()
+	hdr["Content-Type"] = []string{ctype}
+	hdr["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+var blockPage = []byte(`<!DOCTYPE html>
+<html><head><title>Access Denied</title></head>
+<body><h1>Access Denied</h1>
+<p>You have been blocked for sending too many requests.</p></body></html>
+`)
+
+// renderPage renders page n of site (n = -1: the index "/").
+func renderPage(hostName string, n int, site Site) []byte {
+	var b strings.Builder
+	b.Grow(160 + 48*site.FanOut)
+	title := hostName + " index"
+	if n >= 0 {
+		title = hostName + " page " + strconv.Itoa(n)
+	}
+	b.WriteString("<!DOCTYPE html>\n<html><head><title>")
+	b.WriteString(title)
+	b.WriteString("</title></head>\n<body><h1>")
+	b.WriteString(title)
+	b.WriteString("</h1>\n<ul>\n")
+	links := site.FanOut
+	if n < 0 {
+		links = min(site.FanOut, site.Pages)
+	}
+	for i := range links {
+		t := i
+		if n >= 0 {
+			t = (n*site.FanOut + i + 1) % site.Pages
+		}
+		ts := strconv.Itoa(t)
+		b.WriteString(`<li><a href="/page/`)
+		b.WriteString(ts)
+		b.WriteString(`">page `)
+		b.WriteString(ts)
+		b.WriteString("</a></li>\n")
+	}
+	b.WriteString("</ul>\n</body></html>\n")
+	return []byte(b.String())
+}
+
+// renderRobots returns the status and body of a robots.txt.
+func renderRobots(r *Robots) (int, []byte) {
+	status := r.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	if r.Body != "" {
+		return status, []byte(r.Body)
+	}
+	if status < 200 || status > 299 {
+		return status, []byte(http.StatusText(status) + "\n")
+	}
+	var b strings.Builder
+	b.WriteString("User-agent: *\n")
+	if r.CrawlDelay > 0 {
+		b.WriteString("Crawl-delay: ")
+		b.WriteString(strconv.FormatFloat(r.CrawlDelay.Seconds(), 'f', -1, 64))
+		b.WriteString("\n")
+	}
+	if len(r.Disallow) == 0 {
+		b.WriteString("Disallow:\n")
+	}
+	for _, d := range r.Disallow {
+		b.WriteString("Disallow: ")
+		b.WriteString(d)
+		b.WriteString("\n")
+	}
+	return status, []byte(b.String())
+}
