@@ -30,16 +30,18 @@ type Stats struct {
 	// PerSecond[i] is the number admitted in [i s, (i+1) s). It ends at
 	// the last second with an admitted request.
 	PerSecond []int
-	// PauseViolations counts requests that arrived while a pause this host
-	// announced (by a Retry-After in seconds or as an HTTP-date) was still
-	// in force. The pause runs from the rejection to the deadline the
-	// client can compute from what was sent (the rejection's time plus the
-	// whole seconds sent, or the date sent); "0", garbage and a missing
-	// header announce none. Requests that arrive at the very instant of the
-	// announcement on another connection were sent concurrently with the
-	// rejected one, before the client could know, and are not counted. In
-	// virtual time (Memory inside synctest) that rule is exact; in real time
-	// a request already in flight may arrive a little later and be counted.
+	// PauseViolations counts requests (robots.txt included) that arrived
+	// while a pause this host announced was still in force. A pause is
+	// announced by a Retry-After in seconds or as an HTTP-date, and runs
+	// from the response that carried it to the deadline a client computes
+	// from what was sent (that response's time plus the seconds sent, or
+	// the date sent); "0", garbage and a missing header announce none. A
+	// request arriving at the same instant as the announcement is not
+	// counted: it was sent before the client could know. In virtual time
+	// (Memory inside synctest) that makes the count exact for requests that
+	// were in flight together; so a client that retries at once, without
+	// letting any virtual time pass, is not counted either. In real time a
+	// request already in flight may arrive a moment later and be counted.
 	PauseViolations int
 	// Robots counts robots.txt requests.
 	Robots int
@@ -69,7 +71,6 @@ type host struct {
 	banUntil   time.Duration
 
 	pauseFrom, pauseUntil time.Duration
-	pauseConn             uint64
 
 	requests, robots, maxInFlight, violations, banCount int
 	byStatus                                            map[int]int
@@ -100,9 +101,9 @@ func newHost(s *Server, name string, p Policy) *host {
 }
 
 // arrive does the bookkeeping every request shares. h.mu must be held.
-func (h *host) arrive(e time.Duration, conn uint64) {
+func (h *host) arrive(e time.Duration) {
 	h.requests++
-	if e < h.pauseUntil && (e > h.pauseFrom || conn == h.pauseConn) {
+	if e < h.pauseUntil && e > h.pauseFrom {
 		h.violations++
 	}
 	for sch := h.pol.Schedule; h.step+1 < len(sch) && sch[h.step+1].At <= e; {
@@ -111,14 +112,12 @@ func (h *host) arrive(e time.Duration, conn uint64) {
 	}
 }
 
-// announce records a pause announced at e until `until` on conn. h.mu must
-// be held.
-func (h *host) announce(e, until time.Duration, conn uint64) {
+// announce records a pause announced at e until `until`. h.mu must be held.
+func (h *host) announce(e, until time.Duration) {
 	if e >= h.pauseUntil {
 		h.pauseFrom = e // a new pause, not an extension of one in force
 	}
 	h.pauseUntil = max(h.pauseUntil, until)
-	h.pauseConn = conn
 }
 
 func (h *host) count(status int) {
@@ -258,9 +257,8 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.leave()
-	conn, _ := r.Context().Value(connKey{}).(uint64)
 	if r.URL.Path == "/robots.txt" {
-		h.serveRobots(w, conn)
+		h.serveRobots(w)
 		return
 	}
 	page, found := h.parsePath(r.URL.Path)
@@ -268,7 +266,7 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	now := time.Now() // under the lock, so that arrivals are in time order
 	e := now.Sub(s.start)
-	h.arrive(e, conn)
+	h.arrive(e)
 	if e < h.banUntil {
 		h.count(http.StatusForbidden)
 		qh := h.quota(e)
@@ -282,7 +280,7 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status := h.excessStatus()
 		ra, pause := h.retryAfter(now, wait)
 		if pause > 0 {
-			h.announce(e, e+pause, conn)
+			h.announce(e, e+pause)
 		}
 		h.rejected(e)
 		h.count(status)
@@ -329,18 +327,18 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeBody(w, http.StatusOK, "text/html; charset=utf-8", renderPage(h.name, page, h.pol.Site))
 }
 
-func (h *host) serveRobots(w http.ResponseWriter, conn uint64) {
+func (h *host) serveRobots(w http.ResponseWriter) {
 	h.mu.Lock()
 	now := time.Now()
 	e := now.Sub(h.srv.start)
-	h.arrive(e, conn)
+	h.arrive(e)
 	h.robots++
 	h.count(h.robotsStatus)
 	var ra string
 	if d := h.pol.Robots.RetryAfter; d > 0 && (h.robotsStatus < 200 || h.robotsStatus > 299) {
 		s := ceilSeconds(d, 1)
 		ra = strconv.FormatInt(s, 10)
-		h.announce(e, e+time.Duration(s)*time.Second, conn)
+		h.announce(e, e+time.Duration(s)*time.Second)
 	}
 	qh := h.quota(e)
 	h.mu.Unlock()

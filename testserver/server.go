@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -39,10 +38,7 @@ type Server struct {
 	done      chan struct{} // closed by Close: wakes sleeping handlers
 	handlers  sync.WaitGroup
 	serving   sync.WaitGroup
-	connSeq   atomic.Uint64
 }
-
-type connKey struct{}
 
 // New validates cfg and starts a Server. With the default network it
 // listens on loopback sockets; see Network. An invalid cfg yields an error
@@ -119,10 +115,7 @@ func NewTest(tb testing.TB, cfg Config) *Server {
 
 func (s *Server) serve(ln net.Listener, h http.Handler) {
 	srv := &http.Server{
-		Handler: h,
-		ConnContext: func(ctx context.Context, _ net.Conn) context.Context {
-			return context.WithValue(ctx, connKey{}, s.connSeq.Add(1))
-		},
+		Handler:  h,
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	s.servers = append(s.servers, srv)
