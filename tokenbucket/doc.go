@@ -1,0 +1,2 @@
+// Package tokenbucket provides per-key token buckets that can be drained.
+package tokenbucket
