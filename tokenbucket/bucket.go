@@ -292,7 +292,17 @@ func (b *Bucket) reserveLocked(at time.Time) (rate.Reservation, time.Time, bool)
 	if !r.OK() {
 		return rate.Reservation{}, time.Time{}, false
 	}
-	return *r, at.Add(r.DelayFrom(at)), true
+	return *r, at.Add(ceilMicro(r.DelayFrom(at))), true
+}
+
+// ceilMicro rounds d up to a whole microsecond. rate.Limiter truncates its
+// float arithmetic to the nanosecond, so that a wait of exactly 800ms can
+// come out as 799.999999ms; rounding up keeps waits whole and never short.
+func ceilMicro(d time.Duration) time.Duration {
+	if r := d % time.Microsecond; r != 0 {
+		d += time.Microsecond - r
+	}
+	return d
 }
 
 // OK reports whether a token was reserved. It is false for a Reservation
