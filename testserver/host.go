@@ -253,8 +253,7 @@ func (h *host) stats(e time.Duration) Stats {
 func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := h.srv
 	if !s.enter() {
-		http.Error(w, "server closed", http.StatusServiceUnavailable)
-		return
+		panic(http.ErrAbortHandler) // closing: drop the connection, answer nothing
 	}
 	defer s.leave()
 	if r.URL.Path == "/robots.txt" {
@@ -317,7 +316,9 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 
 	if delay > 0 && !s.sleep(r, delay) {
-		return // closing, or the client gave up
+		// Closing, or the client gave up: drop the connection rather than
+		// let the server send an empty 200.
+		panic(http.ErrAbortHandler)
 	}
 	qh.write(w.Header())
 	if !found {

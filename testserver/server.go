@@ -212,11 +212,12 @@ func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.closeMu.Lock()
 		s.closed = true
-		close(s.done)
 		s.closeMu.Unlock()
+		// Connections first, so that a handler woken below cannot answer.
 		for _, srv := range s.servers {
 			srv.Close()
 		}
+		close(s.done)
 		s.serving.Wait()
 		s.handlers.Wait()
 		if s.tr != nil {
