@@ -1,6 +1,12 @@
 package classify
 
-import "testing"
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+)
 
 // Cases follow the structured-field-tests suite of RFC 9651: each input
 // either parses as a List (and then as described) or must be rejected.
@@ -145,5 +151,137 @@ func TestParseSFDict(t *testing.T) {
 	}
 	if _, ok := dictGet(d, "z"); ok {
 		t.Error("z found")
+	}
+}
+
+// serializeSF writes members back as a List (or a Dictionary when dict is
+// set), following RFC 9651 section 4.1. Inner lists come out empty, since
+// the parser keeps only their type.
+func serializeSF(ms []sfMember, dict bool) string {
+	var b strings.Builder
+	for i, m := range ms {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if dict {
+			b.WriteString(m.key)
+			if m.val.typ == sfBoolean && m.val.num == 1 {
+				serializeParams(&b, m.params)
+				continue
+			}
+			b.WriteByte('=')
+		}
+		if m.val.typ == sfInnerList {
+			b.WriteString("()")
+		} else {
+			serializeBare(&b, m.val)
+		}
+		serializeParams(&b, m.params)
+	}
+	return b.String()
+}
+
+func serializeParams(b *strings.Builder, ps []sfParam) {
+	for _, p := range ps {
+		b.WriteByte(';')
+		b.WriteString(p.key)
+		if p.val.typ == sfBoolean && p.val.num == 1 {
+			continue
+		}
+		b.WriteByte('=')
+		serializeBare(b, p.val)
+	}
+}
+
+func serializeBare(b *strings.Builder, v sfValue) {
+	switch v.typ {
+	case sfInteger:
+		b.WriteString(strconv.FormatInt(v.num, 10))
+	case sfDecimal:
+		n := v.num
+		if n < 0 {
+			b.WriteByte('-')
+			n = -n
+		}
+		fmt.Fprintf(b, "%d.%03d", n/1000, n%1000)
+	case sfString:
+		b.WriteByte('"')
+		for i := 0; i < len(v.str); i++ {
+			if c := v.str[i]; c == '"' || c == '\\' {
+				b.WriteByte('\\')
+			}
+			b.WriteByte(v.str[i])
+		}
+		b.WriteByte('"')
+	case sfToken:
+		b.WriteString(v.str)
+	case sfBytes:
+		b.WriteString(":" + v.str + ":")
+	case sfBoolean:
+		b.WriteString("?" + strconv.FormatInt(v.num, 10))
+	case sfDate:
+		b.WriteString("@" + strconv.FormatInt(v.num, 10))
+	case sfDisplayString:
+		b.WriteString(`%"`)
+		for i := 0; i < len(v.str); i++ {
+			c := v.str[i]
+			if c == '%' || c == '"' || c < 0x20 || c > 0x7e {
+				fmt.Fprintf(b, "%%%02x", c)
+			} else {
+				b.WriteByte(c)
+			}
+		}
+		b.WriteByte('"')
+	}
+}
+
+// normParams drops parameters overridden by a later one with the same key,
+// which the parser keeps but a serializer need not repeat.
+func normParams(ms []sfMember) {
+	for i := range ms {
+		var out []sfParam
+		for j, p := range ms[i].params {
+			last := true
+			for _, q := range ms[i].params[j+1:] {
+				if q.key == p.key {
+					last = false
+				}
+			}
+			if last {
+				out = append(out, p)
+			}
+		}
+		ms[i].params = out
+	}
+}
+
+func TestSFRoundTrip(t *testing.T) {
+	for _, s := range []string{
+		`"default";r=50;t=30, tok;a;b=?0;c=-1.5;d=@-3;e=%"%c3%bc%25";f=:aGk=:, ("x" y);z`,
+		`"a\"b\\c"`,
+	} {
+		sfRoundTrip(t, s)
+	}
+}
+
+func sfRoundTrip(t *testing.T, s string) {
+	t.Helper()
+	if l, ok := parseSFList(s); ok {
+		normParams(l)
+		out := serializeSF(l, false)
+		l2, ok := parseSFList(out)
+		normParams(l2)
+		if !ok || !reflect.DeepEqual(l, l2) && (len(l) != 0 || len(l2) != 0) {
+			t.Fatalf("list round trip of %q via %q:\n%+v, %v\n%+v", s, out, l2, ok, l)
+		}
+	}
+	if d, ok := parseSFDict(s); ok {
+		normParams(d)
+		out := serializeSF(d, true)
+		d2, ok := parseSFDict(out)
+		normParams(d2)
+		if !ok || !reflect.DeepEqual(d, d2) && (len(d) != 0 || len(d2) != 0) {
+			t.Fatalf("dict round trip of %q via %q:\n%+v, %v\n%+v", s, out, d2, ok, d)
+		}
 	}
 }
