@@ -166,7 +166,18 @@ func (b *Bucket) allowLocked(now time.Time) bool {
 	b.touchLocked(now)
 	// Blocked waiters need no check: they hold reservations, which leave
 	// the limiter below one token until the last of them is due.
-	return !now.Before(b.until) && b.lim.AllowN(now, 1)
+	if now.Before(b.until) {
+		return false
+	}
+	if b.lim.AllowN(now, 1) {
+		return true
+	}
+	// A refused AllowN leaves the limiter's clock where it was. Should now
+	// be before it (the wall clock stepped back between times without a
+	// monotonic reading), the limiter would accrue nothing until the wall
+	// clock caught up: a stall. Re-anchor it at now, tokens unchanged.
+	b.lim.SetBurstAt(now, b.lim.Burst())
+	return false
 }
 
 // SetRate is shorthand for SetRateAt(time.Now(), r, burst).
@@ -440,7 +451,8 @@ func (b *Bucket) sleep(ctx context.Context, w *waiter) error {
 		}
 		now := time.Now()
 		act := b.at(w.act) // re-pricing keeps act at or after until; this is a guard
-		if w.reserved && !act.After(now) {
+		reserved := w.reserved
+		if reserved && !act.After(now) {
 			b.removeLocked(w) // the token is ours
 			b.mu.Unlock()
 			return nil
@@ -449,7 +461,7 @@ func (b *Bucket) sleep(ctx context.Context, w *waiter) error {
 		b.mu.Unlock()
 
 		var fire <-chan time.Time
-		if w.reserved {
+		if reserved {
 			if timer == nil {
 				timer = time.NewTimer(act.Sub(now))
 			} else {
