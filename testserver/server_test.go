@@ -85,6 +85,22 @@ func TestTenMinutesVirtual(t *testing.T) {
 	t.Logf("10 virtual minutes in %v of real time", time.Since(wall))
 }
 
+// The crawler of Example, tested in virtual time as a user would: exact
+// counts and exact times, instantly.
+func TestPoliteCrawlerVirtual(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		srv := testserver.NewTest(t, one(testserver.Policy{Limit: fixed(10, time.Second)}))
+		fetched, throttled := politeFetch(srv.Client(), srv.URL, 20)
+		assert.Equal(t, 20, fetched)
+		assert.Equal(t, 1, throttled)
+		assert.Equal(t, time.Second, time.Since(start), "one announced second of waiting")
+		st := srv.Stats("a.test")
+		assert.Equal(t, 0, st.PauseViolations)
+		assert.Equal(t, []int{10, 10}, st.PerSecond)
+	})
+}
+
 func TestConfigErrors(t *testing.T) {
 	host := func(p testserver.Policy) testserver.Config { return one(p) }
 	for _, tc := range []struct {

@@ -1,0 +1,120 @@
+package testserver_test
+
+import (
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+
+	"github.com/colly-polite/polite/testserver"
+)
+
+// politeFetch is the "crawler under test" of the example: it fetches the
+// pages one after the other and waits out every Retry-After it is given.
+func politeFetch(c *http.Client, base string, pages int) (fetched, throttled int) {
+	for i := 0; i < pages; {
+		resp, err := c.Get(base + "/page/" + strconv.Itoa(i))
+		if err != nil {
+			log.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			throttled++
+			secs, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+			time.Sleep(time.Duration(secs) * time.Second)
+			continue
+		}
+		fetched++
+		i++
+	}
+	return fetched, throttled
+}
+
+// Testing your own crawler: give it the server's client, run it, and assert
+// on what the server saw. Here the host takes 10 requests per second; the
+// crawler is throttled once, waits the announced second and never knocks
+// during the pause.
+//
+// This example runs in real time (about a second). In a test, create the
+// server with NewTest inside testing/synctest.Test: the same code then runs
+// in virtual time, instantly, with exact counts.
+func Example() {
+	srv, err := testserver.New(testserver.Config{
+		Network: testserver.Memory,
+		Hosts: map[string]testserver.Policy{
+			"a.test": {Limit: testserver.Limit{Kind: testserver.FixedWindow, N: 10, Window: time.Second}},
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+
+	fetched, throttled := politeFetch(srv.Client(), srv.URL, 20)
+
+	st := srv.Stats("a.test")
+	fmt.Println("crawler: fetched", fetched, "throttled", throttled)
+	fmt.Println("server: accepted", len(st.Accepted), "rejected", st.ByStatus[429], "pause violations", st.PauseViolations)
+	// Output:
+	// crawler: fetched 20 throttled 1
+	// server: accepted 20 rejected 1 pause violations 0
+}
+
+// A Colly collector crawls a host's site through the server's transport
+// (in memory here; a Loopback server works the same way).
+func Example_colly() {
+	srv, err := testserver.New(testserver.Config{
+		Network: testserver.Memory,
+		Hosts: map[string]testserver.Policy{
+			"a.test": {Site: testserver.Site{Pages: 30, FanOut: 3}},
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+
+	c := colly.NewCollector(colly.AllowedDomains("a.test"))
+	c.WithTransport(srv.Transport())
+	c.OnHTML("a[href]", func(e *colly.HTMLElement) {
+		e.Request.Visit(e.Attr("href"))
+	})
+	if err := c.Visit(srv.URL + "/"); err != nil {
+		log.Fatal(err)
+	}
+
+	st := srv.Stats("a.test")
+	fmt.Println("requests:", st.Requests, "200s:", st.ByStatus[200])
+	// Output:
+	// requests: 31 200s: 31
+}
+
+// Several virtual hosts, each with its own policy. On loopback each host has
+// its own listener; the server's client also reaches them by name.
+func ExampleServer_HostURL() {
+	srv, err := testserver.New(testserver.Config{Hosts: map[string]testserver.Policy{
+		"a.test": {},
+		"b.test": {Robots: testserver.Robots{Status: http.StatusServiceUnavailable}},
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+
+	for _, host := range srv.Hosts() {
+		resp, err := srv.Client().Get(srv.HostURL(host) + "/robots.txt")
+		if err != nil {
+			log.Fatal(err)
+		}
+		resp.Body.Close()
+		fmt.Println(host, resp.StatusCode)
+	}
+	// Output:
+	// a.test 200
+	// b.test 503
+}
