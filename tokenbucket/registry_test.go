@@ -299,3 +299,31 @@ func TestRegistryConcurrent(t *testing.T) {
 		assert.Equal(t, 0, r.Len())
 	})
 }
+
+// TestRegistryBoundWithHotKeys: 2,000 keys in constant use and a trickle of
+// new ones. The sweep re-places each hot key once per IdleTTL; the new keys
+// are evicted behind them. Len stays within 4/3 of the keys touched in the
+// last two IdleTTLs, plus one.
+func TestRegistryBoundWithHotKeys(t *testing.T) {
+	const (
+		hot   = 2000
+		ttlMs = 1000
+	)
+	r := mustNew(t, tokenbucket.Config{Rate: 1000, Burst: 10, IdleTTL: ttlMs * time.Millisecond})
+	hotKeys := benchKeys(hot)
+	maxLen, cold := 0, 0
+	for ms := range 20 * ttlMs {
+		now := at(ms)
+		for i := range 20 { // each hot key every 100ms
+			r.AllowAt(hotKeys[(ms*20+i)%hot], now)
+		}
+		if ms%10 == 0 { // a new key every 10ms, never seen again
+			r.AllowAt("cold-"+strconv.Itoa(cold), now)
+			cold++
+		}
+		maxLen = max(maxLen, r.Len())
+	}
+	touchedIn2TTL := hot + 2*ttlMs/10
+	t.Logf("max Len %d; keys touched in 2×IdleTTL %d", maxLen, touchedIn2TTL)
+	assert.LessOrEqual(t, maxLen, touchedIn2TTL*4/3+1)
+}
