@@ -202,7 +202,7 @@ func (b *Bucket) setRateLocked(now time.Time, r rate.Limit, burst int) {
 	b.unreserveLocked(now, now, at)
 	b.lim.SetLimitAt(at, r)
 	b.lim.SetBurstAt(at, burst)
-	b.reserveQueuedLocked(now)
+	b.reserveQueuedLocked(now, nil)
 }
 
 // Drain is shorthand for DrainAt(time.Now(), until).
@@ -250,7 +250,7 @@ func (b *Bucket) drainLocked(now, until time.Time) {
 	if until.After(b.until) {
 		b.until = until
 	}
-	b.reserveQueuedLocked(now)
+	b.reserveQueuedLocked(now, nil)
 }
 
 // Reservation is a token taken by ReserveAt for use at a given time. It is a
@@ -363,7 +363,7 @@ func (r *Reservation) CancelAt(now time.Time) {
 	at := b.at(now)
 	b.unreserveLocked(now, r.act, at)
 	r.res.CancelAt(at)
-	b.reserveQueuedLocked(now)
+	b.reserveQueuedLocked(now, nil)
 }
 
 // Wait blocks until a token is granted, and takes it. It fails at once,
@@ -425,7 +425,7 @@ func (b *Bucket) wait(ctx context.Context, registry bool) error {
 	}
 	w := &waiter{deadline: deadline}
 	b.q.push(w)
-	b.reserveQueuedLocked(now)
+	b.reserveQueuedLocked(now, w)
 	err := w.err
 	b.mu.Unlock()
 	if err != nil {
@@ -494,7 +494,7 @@ func (b *Bucket) cancelWaiterLocked(w *waiter, now time.Time) {
 	w.res.CancelAt(at) // w is now the latest reservation: all of it comes back
 	w.reserved = false
 	b.removeLocked(w)
-	b.reserveQueuedLocked(now)
+	b.reserveQueuedLocked(now, nil)
 }
 
 // unreserveLocked gives back, latest first, the tokens of the queued waiters
@@ -516,18 +516,21 @@ func (b *Bucket) unreserveLocked(now, after, at time.Time) {
 		}
 		w.res.CancelAt(at)
 		w.reserved = false
+		b.q.wake()
 	}
 }
 
 // reserveQueuedLocked reserves, in arrival order, a token for every queued
-// waiter that has none, fails those whose deadline it would pass, and wakes
-// them all.
-func (b *Bucket) reserveQueuedLocked(now time.Time) {
+// waiter that has none, and fails those whose deadline it would pass. It
+// wakes the sleeping waiters if it changed any but arrival, a waiter that is
+// not sleeping yet: an arrival alone must not wake the whole queue.
+func (b *Bucket) reserveQueuedLocked(now time.Time, arrival *waiter) {
 	q := b.q
 	if q == nil {
 		return
 	}
 	at := b.at(now)
+	changed := false
 	for w := q.head; w != nil; {
 		next := w.next
 		if !w.reserved {
@@ -543,11 +546,17 @@ func (b *Bucket) reserveQueuedLocked(now time.Time) {
 				// Closed: no finite wait will do.
 				w.err = ErrWouldExceedDeadline
 				q.unlink(w)
+			default:
+				w = next
+				continue // closed, no deadline: stays queued as it was
 			}
+			changed = changed || w != arrival
 		}
 		w = next
 	}
-	q.wake()
+	if changed {
+		q.wake()
+	}
 	if q.head == nil {
 		b.q = nil
 	}
