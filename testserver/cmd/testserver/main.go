@@ -1,0 +1,301 @@
+// Command testserver runs an origin with hidden limits on loopback, for
+// trying a crawler by hand or from another process. It prints the URL of
+// each host, serves until Ctrl-C (or -duration) and prints what each host
+// saw.
+//
+//	go run ./testserver/cmd/testserver -rate 30 -latency 350ms
+//	go run ./testserver/cmd/testserver -kind token -rate 5 -burst 2 -retry-after date -hosts 3
+//
+// Every host gets the same policy. Run with -h for every flag.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/colly-polite/polite/testserver"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// options are the parsed flags.
+type options struct {
+	kind          string
+	rate          float64
+	n             int
+	window        time.Duration
+	burst         int
+	maxConcurrent int
+	countRejected bool
+	schedule      string
+
+	latency, jitter, perInFlight time.Duration
+
+	excessStatus    int
+	retryAfter      string
+	fixedRetryAfter time.Duration
+	quotaHeaders    bool
+
+	banAfter          int
+	banWithin, banFor time.Duration
+
+	crawlDelay   time.Duration
+	robotsStatus int
+	disallow     string
+
+	pages, fanOut int
+
+	hosts    int
+	seed     int64
+	duration time.Duration
+}
+
+const usageHead = `usage: testserver [flags]
+
+Runs an origin with hidden limits on loopback (one listener per host, all
+with the same policy), prints each host's URL, serves until Ctrl-C or
+-duration, then prints what each host saw. "-rate N" alone is a fixed window
+of N requests per second. Requests other than /robots.txt count against the
+limit; "/" and /page/N form a crawlable site.
+
+flags:
+`
+
+func (o *options) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.kind, "kind", "", "limit `kind`: fixed, token (GCRA; alias gcra), sliding, concurrency, none\n(default: fixed with -rate or -n, concurrency with only -max-concurrent, else none)")
+	fs.Float64Var(&o.rate, "rate", 0, "fixed, sliding: shorthand for -n `R` -window 1s (R whole); token: requests per second")
+	fs.IntVar(&o.n, "n", 0, "fixed, sliding: requests allowed per -window")
+	fs.DurationVar(&o.window, "window", time.Second, "fixed, sliding: the window (fixed windows are aligned to the start)")
+	fs.IntVar(&o.burst, "burst", 1, "token: requests admitted at once from a full bucket (>= 1)")
+	fs.IntVar(&o.maxConcurrent, "max-concurrent", 0, "concurrency: requests served at once; the excess gets 503")
+	fs.BoolVar(&o.countRejected, "count-rejected", false, "sliding, token: rejected requests count against the limit too (penalty box)")
+	fs.StringVar(&o.schedule, "schedule", "", "capacity changes, comma-separated; each `AT=CAP` makes CAP replace -rate/-n\n(or -max-concurrent) from AT on: -rate 40 -schedule 10s=10 is 40/s, then 10/s from t=10s")
+	fs.DurationVar(&o.latency, "latency", 0, "fixed latency of every admitted request")
+	fs.DurationVar(&o.jitter, "jitter", 0, "extra latency, uniform in [0, jitter), seeded by -seed")
+	fs.DurationVar(&o.perInFlight, "per-inflight", 0, "extra latency per other request in flight (a struggling origin)")
+	fs.IntVar(&o.excessStatus, "excess-status", 0, "status of rejected requests (default 429; 503 for concurrency)")
+	fs.StringVar(&o.retryAfter, "retry-after", "seconds", "Retry-After `form` on rejections: seconds, date, zero, garbage, none")
+	fs.DurationVar(&o.fixedRetryAfter, "fixed-retry-after", 0, "announce this delay instead of the time until capacity frees")
+	fs.BoolVar(&o.quotaHeaders, "quota-headers", false, "send RateLimit / RateLimit-Policy and X-RateLimit-* headers")
+	fs.IntVar(&o.banAfter, "ban-after", 0, "ban (403 block page) after this many rejections within -ban-within (0: never)")
+	fs.DurationVar(&o.banWithin, "ban-within", time.Minute, "span in which -ban-after rejections start a ban")
+	fs.DurationVar(&o.banFor, "ban-for", time.Minute, "how long a ban lasts")
+	fs.DurationVar(&o.crawlDelay, "crawl-delay", 0, "Crawl-delay line in robots.txt (0: none)")
+	fs.IntVar(&o.robotsStatus, "robots-status", 200, "status of /robots.txt (e.g. 404, 429, 500)")
+	fs.StringVar(&o.disallow, "disallow", "", "comma-separated `paths` disallowed in robots.txt")
+	fs.IntVar(&o.pages, "pages", 1000, "pages of the site per host")
+	fs.IntVar(&o.fanOut, "fanout", 5, "links per page")
+	fs.IntVar(&o.hosts, "hosts", 1, "number of hosts (a.test, b.test, ...), each on its own port")
+	fs.Int64Var(&o.seed, "seed", 0, "seed of the latency jitter")
+	fs.DurationVar(&o.duration, "duration", 0, "run this long, then exit (0: until Ctrl-C)")
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o options
+	fs := flag.NewFlagSet("testserver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o.flags(fs)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageHead)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2 // the flag package has printed the error and the usage
+	}
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, err)
+		fmt.Fprintln(stderr, "run 'testserver -h' for the flags")
+		return 2
+	}
+	if fs.NArg() > 0 {
+		return fail(fmt.Errorf("testserver: unexpected arguments %q", fs.Args()))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	cfg, err := o.config(set)
+	if err != nil {
+		return fail(err)
+	}
+	srv, err := testserver.New(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	for _, h := range srv.Hosts() {
+		fmt.Fprintf(stdout, "%s %s\n", h, srv.HostURL(h))
+	}
+	if o.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
+	<-ctx.Done()
+	srv.Close()
+	for _, h := range srv.Hosts() {
+		fmt.Fprintln(stdout, summary(h, srv.Stats(h)))
+	}
+	return 0
+}
+
+// config turns the flags into a Config; set holds the flags given.
+func (o *options) config(set map[string]bool) (testserver.Config, error) {
+	if o.hosts < 1 {
+		return testserver.Config{}, fmt.Errorf("testserver: -hosts must be >= 1, got %d", o.hosts)
+	}
+	kind := o.kind
+	if kind == "" {
+		switch {
+		case set["rate"] || set["n"]:
+			kind = "fixed"
+		case set["max-concurrent"]:
+			kind = "concurrency"
+		default:
+			kind = "none"
+		}
+	}
+	lim, err := o.limit(kind, o.rate, o.n, o.maxConcurrent, set)
+	if err != nil {
+		return testserver.Config{}, err
+	}
+	p := testserver.Policy{
+		Limit:   lim,
+		Latency: testserver.Latency{Base: o.latency, Jitter: o.jitter, PerInFlight: o.perInFlight},
+		Excess: testserver.Excess{
+			Status:          o.excessStatus,
+			FixedRetryAfter: o.fixedRetryAfter,
+			QuotaHeaders:    o.quotaHeaders,
+		},
+		Site:   testserver.Site{Pages: o.pages, FanOut: o.fanOut},
+		Robots: testserver.Robots{Status: o.robotsStatus, CrawlDelay: o.crawlDelay},
+	}
+	if o.pages < 1 || o.fanOut < 1 {
+		return testserver.Config{}, fmt.Errorf("testserver: -pages and -fanout must be >= 1")
+	}
+	modes := map[string]testserver.RetryAfterMode{
+		"seconds": testserver.RetryAfterSeconds, "date": testserver.RetryAfterHTTPDate,
+		"zero": testserver.RetryAfterZero, "garbage": testserver.RetryAfterGarbage, "none": testserver.RetryAfterNone,
+	}
+	mode, ok := modes[o.retryAfter]
+	if !ok {
+		return testserver.Config{}, fmt.Errorf("testserver: -retry-after %q: want seconds, date, zero, garbage or none", o.retryAfter)
+	}
+	p.Excess.RetryAfter = mode
+	if o.banAfter != 0 {
+		p.Ban = &testserver.Ban{After: o.banAfter, Within: o.banWithin, For: o.banFor}
+	}
+	if o.disallow != "" {
+		for _, d := range strings.Split(o.disallow, ",") {
+			if d = strings.TrimSpace(d); d != "" {
+				p.Robots.Disallow = append(p.Robots.Disallow, d)
+			}
+		}
+	}
+	if o.schedule != "" {
+		if kind == "none" {
+			return testserver.Config{}, fmt.Errorf("testserver: -schedule needs a limit (-rate, -n or -max-concurrent)")
+		}
+		stepSet := maps.Clone(set)
+		stepSet["rate"] = true
+		for _, item := range strings.Split(o.schedule, ",") {
+			at, capStr, ok := strings.Cut(strings.TrimSpace(item), "=")
+			if !ok {
+				return testserver.Config{}, fmt.Errorf("testserver: -schedule item %q: want AT=CAP, e.g. 10s=10", item)
+			}
+			d, err := time.ParseDuration(at)
+			if err != nil {
+				return testserver.Config{}, fmt.Errorf("testserver: -schedule item %q: %w", item, err)
+			}
+			c, err := strconv.ParseFloat(capStr, 64)
+			if err != nil {
+				return testserver.Config{}, fmt.Errorf("testserver: -schedule item %q: %w", item, err)
+			}
+			l, err := o.limit(kind, c, int(c), int(c), stepSet)
+			if err != nil {
+				return testserver.Config{}, fmt.Errorf("testserver: -schedule item %q: %w", item, err)
+			}
+			if kind != "token" && c != math.Trunc(c) {
+				return testserver.Config{}, fmt.Errorf("testserver: -schedule item %q: capacity must be whole for %s", item, kind)
+			}
+			p.Schedule = append(p.Schedule, testserver.Step{At: d, Limit: l})
+		}
+	}
+	hosts := map[string]testserver.Policy{}
+	for _, h := range testserver.HostNames(o.hosts) {
+		hosts[h] = p
+	}
+	return testserver.Config{Hosts: hosts, Network: testserver.Loopback, Seed: o.seed}, nil
+}
+
+// limit builds the Limit of kind with capacity rate (token), n (fixed,
+// sliding; or rate when whole) or maxConc (concurrency).
+func (o *options) limit(kind string, rate float64, n, maxConc int, set map[string]bool) (testserver.Limit, error) {
+	switch kind {
+	case "none":
+		return testserver.Limit{}, nil
+	case "fixed", "sliding":
+		l := testserver.Limit{Kind: testserver.FixedWindow, N: n, Window: o.window, CountRejected: o.countRejected}
+		if kind == "sliding" {
+			l.Kind = testserver.SlidingWindow
+		}
+		if set["rate"] {
+			if rate != math.Trunc(rate) || rate < 1 {
+				return l, fmt.Errorf("testserver: -rate %v for a %s window must be a whole number >= 1 (or use -n and -window)", rate, kind)
+			}
+			if !set["window"] {
+				l.Window = time.Second
+			}
+			l.N = int(rate)
+		}
+		if l.N < 1 {
+			return l, fmt.Errorf("testserver: a %s window needs -rate or -n >= 1", kind)
+		}
+		return l, nil
+	case "token", "gcra":
+		if rate <= 0 {
+			return testserver.Limit{}, fmt.Errorf("testserver: a token bucket needs -rate > 0")
+		}
+		return testserver.Limit{Kind: testserver.TokenBucket, Rate: rate, Burst: o.burst, CountRejected: o.countRejected}, nil
+	case "concurrency":
+		if maxConc < 1 {
+			return testserver.Limit{}, fmt.Errorf("testserver: a concurrency limit needs -max-concurrent >= 1")
+		}
+		return testserver.Limit{Kind: testserver.Concurrency, MaxConcurrent: maxConc}, nil
+	}
+	return testserver.Limit{}, fmt.Errorf("testserver: unknown -kind %q: want fixed, token, sliding, concurrency or none", kind)
+}
+
+// summary is one line of what a host saw.
+func summary(host string, st testserver.Stats) string {
+	codes := make([]int, 0, len(st.ByStatus))
+	for c := range st.ByStatus {
+		codes = append(codes, c)
+	}
+	sort.Ints(codes)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d requests", host, st.Requests)
+	for _, c := range codes {
+		fmt.Fprintf(&b, ", %d×%d", st.ByStatus[c], c)
+	}
+	fmt.Fprintf(&b, "; max in flight %d; pause violations %d; bans %d; robots.txt %d",
+		st.MaxInFlight, st.PauseViolations, st.BanCount, st.Robots)
+	return b.String()
+}
