@@ -171,12 +171,15 @@ type Excess struct {
 	FixedRetryAfter time.Duration
 	// QuotaHeaders adds quota headers to every response of a host whose
 	// limit is FixedWindow, SlidingWindow or TokenBucket: the IETF draft
-	// structured fields (RateLimit-Policy: "default";q=N;w=W and
-	// RateLimit: "default";r=R;t=T) and X-RateLimit-Limit, -Remaining and
-	// -Reset (Reset in seconds from now, not a Unix time). W and T are whole
-	// seconds, rounded up. For a TokenBucket, q is Burst, w is the time to
-	// refill Burst tokens, r the requests admissible now and t the time until
-	// the bucket is full.
+	// (-08 and later) fields RateLimit-Policy: "default";q=Q;w=W and
+	// RateLimit: "default";r=R;t=T, and X-RateLimit-Limit (Q), -Remaining
+	// (R) and -Reset (T, in seconds from now, not a Unix time). They are
+	// honest: Q per W is the sustained capacity (W whole seconds; a 500 ms
+	// window of 5 is stated as 10 per 1 s; a token bucket as
+	// max(Burst, Rate×W) per W, W the time to refill the burst rounded up);
+	// R is what would be admitted right now (at most N, or Burst); T is the
+	// time until the window resets, the oldest logged request leaves the
+	// window, or the bucket is full, rounded up.
 	QuotaHeaders bool
 }
 

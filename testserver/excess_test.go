@@ -300,6 +300,26 @@ func TestQuotaHeaders(t *testing.T) {
 			assert.Equal(t, quota{q: 3, w: 4, r: 0, t: 1}, parseQuota(t, get(t, c, srv.URL+"/").header))
 		})
 	})
+	t.Run("policy states the sustained capacity", func(t *testing.T) {
+		for _, tc := range []struct {
+			lim  testserver.Limit
+			q, w int
+		}{
+			{gcra(5, 2), 5, 1},   // 5/s; burst 2 refills in 400 ms
+			{gcra(0.2, 1), 1, 5}, // one per 5 s
+			{gcra(2, 4), 4, 2},   // the burst refills in 2 s
+			{gcra(100, 10), 100, 1},
+			{fixed(5, 500*time.Millisecond), 10, 1},
+			{sliding(3, 2500*time.Millisecond), 3, 3}, // 3.6 per 3 s, rounded down
+			{fixed(30, time.Minute), 30, 60},
+		} {
+			synctest.Test(t, func(t *testing.T) {
+				srv := testserver.NewTest(t, one(testserver.Policy{Limit: tc.lim, Excess: testserver.Excess{QuotaHeaders: true}}))
+				got := parseQuota(t, get(t, srv.Client(), srv.URL+"/").header)
+				assert.Equal(t, []int{tc.q, tc.w}, []int{got.q, got.w}, "%+v", tc.lim)
+			})
+		}
+	})
 	t.Run("off", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{

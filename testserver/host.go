@@ -146,7 +146,8 @@ func (h *host) rejected(e time.Duration) {
 type quotaHeaders struct {
 	ok   bool
 	q, r int
-	w, t time.Duration
+	w    int64
+	t    time.Duration
 }
 
 func (h *host) quota(e time.Duration) quotaHeaders {
@@ -162,7 +163,7 @@ func (qh *quotaHeaders) write(hdr http.Header) {
 		return
 	}
 	q, r := strconv.Itoa(qh.q), strconv.Itoa(qh.r)
-	w, t := strconv.FormatInt(ceilSeconds(qh.w, 1), 10), strconv.FormatInt(ceilSeconds(qh.t, 0), 10)
+	w, t := strconv.FormatInt(qh.w, 10), strconv.FormatInt(ceilSeconds(qh.t, 0), 10)
 	hdr["Ratelimit-Policy"] = []string{`"default";q=` + q + ";w=" + w}
 	hdr["Ratelimit"] = []string{`"default";r=` + r + ";t=" + t}
 	hdr["X-Ratelimit-Limit"] = []string{q}

@@ -1,6 +1,9 @@
 package testserver
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // limiter is the state of one Limit. Times are offsets from the server's
 // start. It is not safe for concurrent use: the host's mutex guards it.
@@ -81,10 +84,11 @@ func (lm *limiter) admit(e time.Duration, inFlight int) (ok bool, wait time.Dura
 	return true, 0
 }
 
-// quota describes the limit at e for quota headers: q requests per w,
-// r remaining now, t until the quota resets. ok is false for kinds that
+// quota describes the limit at e for quota headers: q requests per w whole
+// seconds (the sustained capacity, never overstated by the rounding of w),
+// r admissible now, t until the quota resets. ok is false for kinds that
 // have no quota (None, Concurrency).
-func (lm *limiter) quota(e time.Duration) (q int, w time.Duration, r int, t time.Duration, ok bool) {
+func (lm *limiter) quota(e time.Duration) (q int, w int64, r int, t time.Duration, ok bool) {
 	l := &lm.lim
 	switch l.Kind {
 	case FixedWindow:
@@ -93,22 +97,37 @@ func (lm *limiter) quota(e time.Duration) (q int, w time.Duration, r int, t time
 		if k != lm.window {
 			used = 0
 		}
-		return l.N, l.Window, l.N - used, time.Duration(k+1)*l.Window - e, true
+		q, w = windowPolicy(l.N, l.Window)
+		return q, w, l.N - used, time.Duration(k+1)*l.Window - e, true
 	case TokenBucket:
 		tat := max(lm.tat, e)
-		r = 0
 		if ahead := tat - e; ahead <= lm.tau {
-			r = int((lm.tau-ahead)/lm.interval) + 1
+			r = min(int((lm.tau-ahead)/lm.interval)+1, l.Burst)
 		}
-		return l.Burst, time.Duration(l.Burst) * lm.interval, min(r, l.Burst), tat - e, true
+		// The window to refill the burst, in whole seconds; the quota is
+		// what the rate brings in that time, and at least the burst.
+		w = max(int64(math.Ceil(float64(l.Burst)/l.Rate)), 1)
+		q = max(l.Burst, int(math.Floor(l.Rate*float64(w)+1e-9)))
+		return q, w, r, tat - e, true
 	case SlidingWindow:
 		n, first := lm.ring.since(e - l.Window)
 		if n > 0 {
 			t = first + l.Window - e
 		}
-		return l.N, l.Window, max(l.N-n, 0), t, true
+		q, w = windowPolicy(l.N, l.Window)
+		return q, w, max(l.N-n, 0), t, true
 	}
 	return 0, 0, 0, 0, false
+}
+
+// windowPolicy states "n per window" in whole seconds: a 500 ms window of 5
+// is 10 per second.
+func windowPolicy(n int, window time.Duration) (q int, w int64) {
+	w = ceilSeconds(window, 1)
+	if time.Duration(w)*time.Second == window {
+		return n, w
+	}
+	return max(n, int(float64(n)*float64(time.Duration(w)*time.Second)/float64(window))), w
 }
 
 // ring keeps the last cap(buf) timestamps in arrival order. Its zero value
