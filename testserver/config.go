@@ -30,10 +30,12 @@ const (
 	// the start of the next).
 	FixedWindow
 	// TokenBucket is a token bucket in its GCRA form (as in redis_rate or
-	// nginx limit_req with burst): one request every 1/Rate seconds, with
-	// Burst requests admitted at once from a full bucket. Burst 1 means
-	// strictly one per 1/Rate; Burst 2 admits two requests at the same
-	// instant, then one every 1/Rate.
+	// nginx limit_req with burst): one request every T = 1/Rate seconds,
+	// with Burst requests admitted at once from a full bucket. Exactly: a
+	// request at t is admitted if TAT - t <= (Burst-1)*T, and then
+	// TAT = max(TAT, t) + T (TAT starts at 0). Burst 1 means strictly one
+	// per T; Burst 2 admits two requests at the same instant, then one every
+	// T. The Retry-After it computes is the time until that test passes.
 	TokenBucket
 	// SlidingWindow admits at most N requests in any span of Window (a
 	// sliding log): a request is admitted if fewer than N counted requests
@@ -93,7 +95,7 @@ type Limit struct {
 // Step is one entry of a schedule: from At (measured from the server's
 // start) on, Limit applies to the host. The new limit starts from a fresh
 // state (an empty window, a full bucket); requests in flight are not
-// affected.
+// affected. The zero Step lifts every limit from the start.
 type Step struct {
 	At    time.Duration
 	Limit Limit
@@ -183,7 +185,8 @@ type Excess struct {
 	QuotaHeaders bool
 }
 
-// Ban makes a host block a client that keeps exceeding the limit: after
+// Ban makes a host block a client that keeps exceeding the limit (a Ban
+// needs After >= 1; its zero value is invalid): after
 // After rejected requests within Within, every request but robots.txt is
 // answered 403 with an HTML block page for For. The request that completes
 // the count is still answered as excess; the next one gets the 403.
@@ -284,6 +287,10 @@ func (n Network) String() string {
 
 // Config configures a Server. The zero value is one host, "a.test", with the
 // zero Policy, on the default network.
+//
+// Config and the types it holds are plain values: New copies what it keeps,
+// so a Config may be reused or modified after New returns. Like any value,
+// they are safe for concurrent use only while nobody writes them.
 type Config struct {
 	// Hosts maps host names ("a.test", "b.test", ...) to their policies.
 	// Names are lower-case DNS-like names without a port. Empty means one

@@ -1,0 +1,45 @@
+package testserver
+
+import "time"
+
+// Stats is what one host saw, for assertions. Times are offsets from the
+// server's start (Server.Elapsed; in a synctest bubble, exact virtual
+// times). Server.Stats returns a deep copy that nothing else modifies; the
+// zero value is a host that saw nothing.
+type Stats struct {
+	// Requests counts every request to the host, robots.txt included.
+	Requests int
+	// ByStatus counts responses per status code, robots.txt included. A
+	// request is counted when its status is decided (on arrival), even if
+	// the client gives up during the latency.
+	ByStatus map[int]int
+	// Accepted holds the arrival times of the requests the limit admitted,
+	// in order. They are answered 200, or 404 for a path not on the site;
+	// robots.txt is not included.
+	Accepted []time.Duration
+	// MaxInFlight is the most admitted requests the host served at once.
+	MaxInFlight int
+	// PerSecond counts admitted requests per second since the start:
+	// PerSecond[i] is the number admitted in [i s, (i+1) s). It ends at
+	// the last second with an admitted request.
+	PerSecond []int
+	// PauseViolations counts requests (robots.txt included) that arrived
+	// while a pause this host announced was still in force. A pause is
+	// announced by a Retry-After in seconds or as an HTTP-date, and runs
+	// from the response that carried it to the deadline a client computes
+	// from what was sent (that response's time plus the seconds sent, or
+	// the date sent); "0", garbage and a missing header announce none. A
+	// request arriving at the same instant as the announcement is not
+	// counted: it was sent before the client could know. In virtual time
+	// (Memory inside synctest) that makes the count exact for requests that
+	// were in flight together; so a client that retries at once, without
+	// letting any virtual time pass, is not counted either. In real time a
+	// request already in flight may arrive a moment later and be counted.
+	PauseViolations int
+	// Robots counts robots.txt requests.
+	Robots int
+	// Banned reports whether the host is banning at the time of the call.
+	Banned bool
+	// BanCount counts the bans started.
+	BanCount int
+}
