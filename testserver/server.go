@@ -45,8 +45,9 @@ type Server struct {
 // wrapping ErrConfig.
 //
 // Time zero for the server (Stats, schedules, fixed windows) is the call to
-// New. Inside a testing/synctest bubble, create the Server inside the bubble
-// and use the Memory network.
+// New. Inside a testing/synctest bubble, create the Server inside the bubble,
+// use the Memory network and Close it before the bubble ends (NewTest does
+// all three).
 func New(cfg Config) (*Server, error) {
 	names, err := cfg.validate()
 	if err != nil {
