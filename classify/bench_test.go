@@ -3,7 +3,7 @@ package classify
 import (
 	"context"
 	"net/http"
-	"syscall"
+	"strings"
 	"testing"
 	"time"
 )
@@ -68,9 +68,9 @@ func BenchmarkClassify(b *testing.B) {
 		{"429", nil, Outcome{Status: 429, Header: http.Header{"Retry-After": {"5"}}}},
 		{"403-challenge", nil, Outcome{Status: 403, Header: http.Header{"Cf-Mitigated": {"challenge"}}}},
 		{"timeout", nil, Outcome{Err: urlErr(context.DeadlineExceeded)}},
-		{"refused", nil, Outcome{Err: urlErr(opErr("dial", syscall.ECONNREFUSED))}},
+		{"refused", nil, Outcome{Err: urlErr(opErr("dial", errRefused))}},
 		{"body-markers-4KiB", &Classifier{Detectors: []Detector{CloudflareChallenge, BodyMarkers("access denied", "captcha")}},
-			Outcome{Status: 200, Header: plain, Body: make([]byte, 4096)}},
+			Outcome{Status: 200, Header: plain, Body: htmlPage(4096)}},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -82,4 +82,12 @@ func BenchmarkClassify(b *testing.B) {
 			})
 		})
 	}
+}
+
+// htmlPage returns n bytes of ordinary markup and prose, dense in the
+// first letters of the benchmarked markers.
+func htmlPage(n int) []byte {
+	const chunk = `<div class="article"><p>Crawlers can access a catalogue of data; ` +
+		`Access is granted to all. <a href="/cat/accessories">Accessories</a></p></div>` + "\n"
+	return []byte(strings.Repeat(chunk, n/len(chunk)+1)[:n])
 }

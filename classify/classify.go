@@ -172,19 +172,26 @@ func Status(status int, h http.Header, err error) Class {
 }
 
 // errorClass classifies an error; ok is false for errors it does not
-// recognise.
+// recognise. It walks the error tree once with a type switch rather than
+// calling errors.As per type: no reflection and no allocation, even for a
+// storm of refused connections.
 func errorClass(err error) (Class, bool) {
-	switch {
-	case errors.Is(err, context.Canceled):
+	if errors.Is(err, context.Canceled) {
 		return Canceled, true
-	case isDNS(err), isTLS(err):
-		// Neither says anything about the origin's load: the resolver
-		// failed, or the certificate or protocol will be just as wrong at
-		// any pace.
+	}
+	var found errKind
+	walk(err, 0, func(e error) bool {
+		found |= kindOf(e)
+		return false
+	})
+	switch {
+	case found&kindNeutral != 0:
+		// DNS, certificate and TLS protocol failures say nothing about the
+		// origin's load: the resolver failed, or the certificate will be
+		// just as wrong at any pace. A DNS timeout is a resolver timeout.
 		return Neutral, true
-	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
-		return TransportFailure, true
-	case isConnErrno(err),
+	case found&kindTransport != 0,
+		errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, io.EOF):
 		return TransportFailure, true
@@ -192,39 +199,37 @@ func errorClass(err error) (Class, bool) {
 	return 0, false
 }
 
-func isDNS(err error) bool {
-	var e *net.DNSError
-	return errors.As(err, &e)
-}
+type errKind uint8
 
-func isTLS(err error) bool {
-	var (
-		cv  *tls.CertificateVerificationError
-		rh  tls.RecordHeaderError
-		al  tls.AlertError
-		ech *tls.ECHRejectionError
-		ua  x509.UnknownAuthorityError
-		hn  x509.HostnameError
-		ci  x509.CertificateInvalidError
-		sr  x509.SystemRootsError
-		cve x509.ConstraintViolationError
-		uce x509.UnhandledCriticalExtension
-		ia  x509.InsecureAlgorithmError
-	)
-	return errors.As(err, &cv) || errors.As(err, &rh) || errors.As(err, &al) ||
-		errors.As(err, &ech) || errors.As(err, &ua) || errors.As(err, &hn) ||
-		errors.As(err, &ci) || errors.As(err, &sr) || errors.As(err, &cve) ||
-		errors.As(err, &uce) || errors.As(err, &ia)
-}
+const (
+	kindNeutral errKind = 1 << iota
+	kindTransport
+)
 
-// isTimeout walks the whole error tree: *url.Error and *net.OpError only
-// ask their direct cause, so a timeout wrapped with fmt.Errorf under them
-// would otherwise be missed.
-func isTimeout(err error) bool {
-	return walk(err, 0, func(e error) bool {
-		t, ok := e.(interface{ Timeout() bool })
-		return ok && t.Timeout()
-	})
+// kindOf classifies one error of a chain, ignoring what it wraps.
+func kindOf(e error) errKind {
+	switch e {
+	case context.DeadlineExceeded, io.EOF, io.ErrUnexpectedEOF:
+		return kindTransport
+	}
+	switch e.(type) {
+	case *net.DNSError,
+		*tls.CertificateVerificationError, tls.RecordHeaderError, *tls.RecordHeaderError,
+		tls.AlertError, *tls.ECHRejectionError,
+		x509.UnknownAuthorityError, x509.HostnameError, x509.CertificateInvalidError,
+		x509.SystemRootsError, x509.ConstraintViolationError,
+		x509.UnhandledCriticalExtension, x509.InsecureAlgorithmError:
+		return kindNeutral
+	}
+	if isConnErrno(e) {
+		return kindTransport
+	}
+	// *url.Error and *net.OpError only ask their direct cause for Timeout;
+	// walking every node also finds a timeout wrapped by fmt.Errorf.
+	if t, ok := e.(interface{ Timeout() bool }); ok && t.Timeout() {
+		return kindTransport
+	}
+	return 0
 }
 
 // maxDepth bounds the walk over pathological (cyclic or very deep) error

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -162,8 +161,8 @@ var fuzzErrors = []error{
 	context.DeadlineExceeded,
 	io.EOF,
 	io.ErrUnexpectedEOF,
-	syscall.ECONNREFUSED,
-	syscall.ECONNRESET,
+	errRefused,
+	urlErr(opErr("read", errReset)),
 	timeoutError{true},
 	timeoutError{false},
 	errors.New("Too Many Requests"),

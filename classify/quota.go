@@ -112,10 +112,14 @@ var quotaFamilies = [...]func(http.Header, time.Time) (Quota, bool){
 	shopify,
 }
 
+// Field names below are written in canonical form and looked up by direct
+// map index, skipping http.Header's per-call canonicalisation; a test
+// checks every name in this file is canonical.
+
 // field returns the field's value with multiple lines combined by commas,
 // as RFC 9110 allows for list-based fields; empty lines are dropped.
 func field(h http.Header, name string) string {
-	vs := h.Values(name)
+	vs := h[name]
 	switch len(vs) {
 	case 0:
 		return ""
@@ -298,7 +302,7 @@ func rateLimitSplit(h http.Header, now time.Time) (Quota, bool) {
 // -Reset-After, GitHub's among them.
 func xRateLimit(h http.Header, now time.Time) (Quota, bool) {
 	src := SourceXRateLimit
-	if len(h.Values("X-Ratelimit-Resource")) > 0 {
+	if len(h["X-Ratelimit-Resource"]) > 0 {
 		src = SourceGitHub
 	}
 	return xFamily(h, now, src,
@@ -361,7 +365,7 @@ func shopify(h http.Header, _ time.Time) (Quota, bool) {
 // firstValue returns the first comma-separated element of the field's
 // first line, trimmed.
 func firstValue(h http.Header, name string) string {
-	vs := h.Values(name)
+	vs := h[name]
 	if len(vs) == 0 {
 		return ""
 	}
@@ -410,7 +414,7 @@ func parseDecimal(s string) (ip uint64, frac int64, ok bool) {
 // resetField reads a reset value: delay seconds or a Unix time (by the
 // epoch rule), possibly fractional, or an HTTP-date.
 func resetField(h http.Header, name string, now time.Time) (time.Duration, bool) {
-	vs := h.Values(name)
+	vs := h[name]
 	if len(vs) == 0 {
 		return 0, false
 	}

@@ -3,6 +3,8 @@ package classify
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"regexp"
 	"testing"
 	"time"
 )
@@ -221,5 +223,26 @@ func checkQuota(t *testing.T, q Quota, ok bool) {
 	}
 	if q.Limit >= 0 && q.Remaining > q.Limit {
 		t.Errorf("Remaining > Limit in %+v", q)
+	}
+}
+
+// TestQuotaFieldNamesCanonical guards the direct map lookups in quota.go
+// and detect.go: a name that is not canonical would never match.
+func TestQuotaFieldNamesCanonical(t *testing.T) {
+	re := regexp.MustCompile(`"((?:X-|Ratelimit|Cf-)[A-Za-z-]*)"`)
+	for _, file := range []string{"quota.go", "detect.go"} {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := re.FindAllStringSubmatch(string(src), -1)
+		if len(names) == 0 {
+			t.Fatalf("no field names found in %s", file)
+		}
+		for _, m := range names {
+			if c := http.CanonicalHeaderKey(m[1]); c != m[1] {
+				t.Errorf("%s: field name %q is not canonical (%q)", file, m[1], c)
+			}
+		}
 	}
 }
