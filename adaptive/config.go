@@ -1,0 +1,405 @@
+package adaptive
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/colly-polite/polite/classify"
+)
+
+// Rule is the per-domain configuration, the replacement for colly.LimitRule.
+// The zero value of every field means the stated default. Rules are matched in
+// order against the request host (lower case, without port); the first match
+// wins and Config.Default covers the rest.
+type Rule struct {
+	// Domain is a glob (path.Match syntax) matched against the host, e.g.
+	// "*.example.com". Ignored when DomainRegexp is set.
+	Domain string
+	// DomainRegexp, if set, is matched against the host instead of Domain.
+	DomainRegexp *regexp.Regexp
+
+	// Rate is a ceiling in requests per second that the adaptive rate never
+	// exceeds. 0 means no configured ceiling (the server's answers, quota
+	// headers and robots.txt Crawl-delay still cap it).
+	Rate float64
+	// InitialRate is where slow start begins, in requests per second.
+	// 0 means 2.
+	InitialRate float64
+	// MinRate is the floor of the adaptive rate. 0 means 0.05 (one request
+	// per 20 s).
+	MinRate float64
+
+	// StartConcurrency is the initial concurrency limit: 0 means 4.
+	StartConcurrency int
+	// MinConcurrency is the floor of the concurrency limit: 0 means 1.
+	MinConcurrency int
+	// MaxConcurrency is the ceiling of the concurrency limit: 0 means 64.
+	MaxConcurrency int
+
+	// MaxRetries bounds the retries of one request after a throttle,
+	// overload or transport failure: 0 means 3, negative means none.
+	MaxRetries int
+
+	// Block is what happens after 403s and block pages.
+	Block BlockPolicy
+}
+
+// BlockPolicy decides what repeated blocks (403, block pages) do. Blocks never
+// change the rate or the concurrency: a block is not a load signal.
+type BlockPolicy struct {
+	// Threshold is how many blocks in a row (no success between) park the
+	// scope. 0 means 3; negative means never park.
+	Threshold int
+	// ParkFor is how long a parked scope stays parked. 0 means 15 minutes;
+	// negative means until Controller.Unpark.
+	ParkFor time.Duration
+}
+
+// ScopeFunc maps a request to the key of the scope that controls it.
+type ScopeFunc func(*http.Request) string
+
+// Config is the controller's configuration. The zero value of every field
+// means the stated default; New validates the rest.
+type Config struct {
+	// Default is the rule for hosts that no entry of Rules matches.
+	Default Rule
+	// Rules are tried in order; the first match wins.
+	Rules []Rule
+
+	// Scope maps requests to scopes. nil means ScopeHost.
+	Scope ScopeFunc
+
+	// MaxPause is the longest the controller makes a request wait for a
+	// pause (Retry-After, breaker). Above it the request fails at once with
+	// ErrPaused and the scope stays paused. 0 means 120 s.
+	MaxPause time.Duration
+	// MinPause is the pause after a throttle that carries Retry-After: 0 (or
+	// a date in the past): never a zero-wait loop. 0 means 500 ms.
+	MinPause time.Duration
+	// Backoff is the pause after a throttle or overload without Retry-After;
+	// it doubles for each further one without a success in between, up to
+	// MaxBackoff. 0 means 1 s.
+	Backoff time.Duration
+	// MaxBackoff bounds Backoff's doubling. 0 means 60 s.
+	MaxBackoff time.Duration
+	// Jitter spreads the resume after a pause over [0, Jitter) so that
+	// several collectors do not return in one instant. 0 means 10 % of the
+	// pause, at most 1 s; negative means none.
+	Jitter time.Duration
+	// Hold is how long additive increase stays off after an overload (503,
+	// 502, 504, transport failure): a 200 from a struggling origin is no
+	// proof of headroom. 0 means 10 s.
+	Hold time.Duration
+
+	// BreakerThreshold is how many throttles or overloads in a row, with no
+	// success between, open the breaker. 0 means 6; negative disables it.
+	BreakerThreshold int
+	// BreakerCooldown is how long an open breaker stays open (at least the
+	// server's Retry-After); then one probe goes out at the floor. 0 means
+	// 30 s.
+	BreakerCooldown time.Duration
+
+	// AttemptTimeout bounds one attempt (headers and body), counted from the
+	// moment the request is sent, never while it waits politely. 0 means no
+	// per-attempt timeout (NewTransport) or the collector's request timeout
+	// (Attach, which moves it here).
+	AttemptTimeout time.Duration
+
+	// Robots enables robots.txt Crawl-delay. nil means on for Attach and off
+	// for NewTransport.
+	Robots *bool
+	// MaxCrawlDelay caps an absurd Crawl-delay. 0 means 30 s.
+	MaxCrawlDelay time.Duration
+	// RobotsTTL is how long a fetched robots.txt is trusted. 0 means 24 h
+	// (RFC 9309 allows at most 24 h).
+	RobotsTTL time.Duration
+	// RobotsFailDelay is the conservative delay between requests while a
+	// host's robots.txt answers 5xx, 429 or cannot be reached. 0 means 5 s.
+	RobotsFailDelay time.Duration
+	// RobotsRetry is how soon an unreadable robots.txt is asked for again.
+	// 0 means 1 minute.
+	RobotsRetry time.Duration
+
+	// IdleTTL evicts scopes untouched for this long with nothing in flight.
+	// 0 means 10 minutes.
+	IdleTTL time.Duration
+
+	// EventBuffer is the capacity of each event stream. 0 means 256.
+	EventBuffer int
+	// Logger, if set, receives the time series of decisions (time, scope,
+	// limit, in flight, rate, event) at Info level.
+	Logger *slog.Logger
+	// Classifier turns outcomes into classes. nil means the zero
+	// classify.Classifier (Cloudflare challenge detection).
+	Classifier *classify.Classifier
+	// BlockBodyMarkers, if set, are searched (case-insensitively) in the
+	// first 16 KiB of 2xx/4xx bodies to detect block pages.
+	BlockBodyMarkers []string
+
+	envErr error // set by WithEnv, reported by New
+}
+
+// Option changes a Config.
+type Option func(*Config)
+
+// WithConfig replaces the whole configuration.
+func WithConfig(c Config) Option { return func(dst *Config) { *dst = c } }
+
+// WithDefault sets the default rule.
+func WithDefault(r Rule) Option { return func(c *Config) { c.Default = r } }
+
+// WithRule appends a per-domain rule.
+func WithRule(r Rule) Option { return func(c *Config) { c.Rules = append(c.Rules, r) } }
+
+// WithScope sets how requests map to scopes (ScopeHost, ScopeDomain,
+// ScopeProxy or your own function).
+func WithScope(f ScopeFunc) Option { return func(c *Config) { c.Scope = f } }
+
+// WithLogger sends the decision time series to l.
+func WithLogger(l *slog.Logger) Option { return func(c *Config) { c.Logger = l } }
+
+// WithRobots turns robots.txt Crawl-delay on or off.
+func WithRobots(on bool) Option { return func(c *Config) { c.Robots = &on } }
+
+// WithAttemptTimeout bounds each attempt.
+func WithAttemptTimeout(d time.Duration) Option { return func(c *Config) { c.AttemptTimeout = d } }
+
+// WithMaxPause sets the longest pause a request waits for.
+func WithMaxPause(d time.Duration) Option { return func(c *Config) { c.MaxPause = d } }
+
+// WithRate sets the default rule's rate ceiling (requests per second).
+func WithRate(perSecond float64) Option { return func(c *Config) { c.Default.Rate = perSecond } }
+
+// WithEnv reads configuration from environment variables, in Colly's
+// COLLY_* manner, on top of what came before it. Only the variables that are
+// set count:
+//
+//	COLLY_POLITE_RATE             default rate ceiling, requests per second
+//	COLLY_POLITE_INITIAL_RATE     slow-start rate, requests per second
+//	COLLY_POLITE_MAX_CONCURRENCY  default concurrency ceiling
+//	COLLY_POLITE_MAX_RETRIES      retries per request (negative: none)
+//	COLLY_POLITE_MAX_BACKOFF      e.g. 60s
+//	COLLY_POLITE_MAX_PAUSE        e.g. 120s
+//	COLLY_POLITE_ROBOTS           true or false
+//
+// A malformed value makes New return an error naming the variable.
+func WithEnv() Option {
+	return func(c *Config) { c.envErr = c.applyEnv(os.Getenv) }
+}
+
+func (c *Config) applyEnv(get func(string) string) error {
+	var errs []string
+	num := func(name string, set func(float64)) {
+		if v := strings.TrimSpace(get(name)); v != "" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+				errs = append(errs, name+"="+strconv.Quote(v))
+				return
+			}
+			set(f)
+		}
+	}
+	dur := func(name string, set func(time.Duration)) {
+		if v := strings.TrimSpace(get(name)); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				errs = append(errs, name+"="+strconv.Quote(v))
+				return
+			}
+			set(d)
+		}
+	}
+	num("COLLY_POLITE_RATE", func(f float64) { c.Default.Rate = f })
+	num("COLLY_POLITE_INITIAL_RATE", func(f float64) { c.Default.InitialRate = f })
+	num("COLLY_POLITE_MAX_CONCURRENCY", func(f float64) { c.Default.MaxConcurrency = int(f) })
+	num("COLLY_POLITE_MAX_RETRIES", func(f float64) { c.Default.MaxRetries = int(f) })
+	dur("COLLY_POLITE_MAX_BACKOFF", func(d time.Duration) { c.MaxBackoff = d })
+	dur("COLLY_POLITE_MAX_PAUSE", func(d time.Duration) { c.MaxPause = d })
+	if v := strings.TrimSpace(get("COLLY_POLITE_ROBOTS")); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, "COLLY_POLITE_ROBOTS="+strconv.Quote(v))
+		} else {
+			c.Robots = &b
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: malformed environment: %s", ErrConfig, strings.Join(errs, ", "))
+	}
+	return nil
+}
+
+// rule is a Rule with its defaults filled in.
+type rule struct {
+	Rule
+	retries int
+}
+
+func (r Rule) resolve() (rule, error) {
+	bad := func(what string, v any) (rule, error) {
+		return rule{}, fmt.Errorf("%w: rule %q: %s %v", ErrConfig, r.Domain, what, v)
+	}
+	finite := func(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+	switch {
+	case !finite(r.Rate) || r.Rate < 0:
+		return bad("rate", r.Rate)
+	case !finite(r.InitialRate) || r.InitialRate < 0:
+		return bad("initial rate", r.InitialRate)
+	case !finite(r.MinRate) || r.MinRate < 0:
+		return bad("min rate", r.MinRate)
+	case r.StartConcurrency < 0, r.MinConcurrency < 0, r.MaxConcurrency < 0:
+		return bad("concurrency", []int{r.StartConcurrency, r.MinConcurrency, r.MaxConcurrency})
+	}
+	if r.Domain != "" && r.DomainRegexp == nil {
+		if _, err := path.Match(r.Domain, ""); err != nil {
+			return bad("glob", err)
+		}
+	}
+	out := rule{Rule: r}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&out.MinConcurrency, 1)
+	def(&out.MaxConcurrency, 64)
+	def(&out.StartConcurrency, 4)
+	if out.MinRate == 0 {
+		out.MinRate = 0.05
+	}
+	if out.InitialRate == 0 {
+		out.InitialRate = 2
+	}
+	if out.Rate > 0 {
+		out.InitialRate = math.Min(out.InitialRate, out.Rate)
+		out.MinRate = math.Min(out.MinRate, out.Rate)
+	}
+	if out.MinConcurrency > out.MaxConcurrency {
+		return bad("min concurrency above max", []int{out.MinConcurrency, out.MaxConcurrency})
+	}
+	out.StartConcurrency = min(max(out.StartConcurrency, out.MinConcurrency), out.MaxConcurrency)
+	if out.InitialRate < out.MinRate {
+		out.InitialRate = out.MinRate
+	}
+	switch {
+	case r.MaxRetries == 0:
+		out.retries = 3
+	case r.MaxRetries < 0:
+		out.retries = 0
+	default:
+		out.retries = r.MaxRetries
+	}
+	def(&out.Block.Threshold, 3)
+	if out.Block.ParkFor == 0 {
+		out.Block.ParkFor = 15 * time.Minute
+	}
+	return out, nil
+}
+
+func (r *rule) matches(host string) bool {
+	if r.DomainRegexp != nil {
+		return r.DomainRegexp.MatchString(host)
+	}
+	ok, _ := path.Match(r.Domain, host)
+	return ok
+}
+
+// settings is a validated Config with defaults filled in.
+type settings struct {
+	Config
+	def   rule
+	rules []rule
+}
+
+func (c Config) resolve() (*settings, error) {
+	if c.envErr != nil {
+		return nil, c.envErr
+	}
+	s := &settings{Config: c}
+	var err error
+	if s.def, err = c.Default.resolve(); err != nil {
+		return nil, err
+	}
+	for _, r := range c.Rules {
+		if r.Domain == "" && r.DomainRegexp == nil {
+			return nil, fmt.Errorf("%w: rule without Domain or DomainRegexp", ErrConfig)
+		}
+		rr, err := r.resolve()
+		if err != nil {
+			return nil, err
+		}
+		s.rules = append(s.rules, rr)
+	}
+	durs := []struct {
+		v   *time.Duration
+		def time.Duration
+		n   string
+	}{
+		{&s.MaxPause, 120 * time.Second, "MaxPause"},
+		{&s.MinPause, 500 * time.Millisecond, "MinPause"},
+		{&s.Backoff, time.Second, "Backoff"},
+		{&s.MaxBackoff, 60 * time.Second, "MaxBackoff"},
+		{&s.Hold, 10 * time.Second, "Hold"},
+		{&s.BreakerCooldown, 30 * time.Second, "BreakerCooldown"},
+		{&s.MaxCrawlDelay, 30 * time.Second, "MaxCrawlDelay"},
+		{&s.RobotsTTL, 24 * time.Hour, "RobotsTTL"},
+		{&s.RobotsFailDelay, 5 * time.Second, "RobotsFailDelay"},
+		{&s.RobotsRetry, time.Minute, "RobotsRetry"},
+		{&s.IdleTTL, 10 * time.Minute, "IdleTTL"},
+	}
+	for _, d := range durs {
+		if *d.v < 0 {
+			return nil, fmt.Errorf("%w: %s is negative (%v)", ErrConfig, d.n, *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if s.AttemptTimeout < 0 {
+		return nil, fmt.Errorf("%w: AttemptTimeout is negative (%v)", ErrConfig, s.AttemptTimeout)
+	}
+	if s.MaxBackoff < s.Backoff {
+		return nil, fmt.Errorf("%w: MaxBackoff %v below Backoff %v", ErrConfig, s.MaxBackoff, s.Backoff)
+	}
+	if s.BreakerThreshold == 0 {
+		s.BreakerThreshold = 6
+	}
+	if s.EventBuffer < 0 {
+		return nil, fmt.Errorf("%w: EventBuffer is negative", ErrConfig)
+	}
+	if s.EventBuffer == 0 {
+		s.EventBuffer = 256
+	}
+	if s.Scope == nil {
+		s.Scope = ScopeHost
+	}
+	if s.Classifier == nil {
+		s.Classifier = &classify.Classifier{}
+	}
+	if len(s.BlockBodyMarkers) > 0 {
+		cl := *s.Classifier
+		cl.Detectors = append(append([]classify.Detector{}, cl.Detectors...), classify.BodyMarkers(s.BlockBodyMarkers...))
+		if len(s.Classifier.Detectors) == 0 {
+			cl.Detectors = append(cl.Detectors, classify.CloudflareChallenge)
+		}
+		s.Classifier = &cl
+	}
+	return s, nil
+}
+
+func (s *settings) ruleFor(host string) *rule {
+	for i := range s.rules {
+		if s.rules[i].matches(host) {
+			return &s.rules[i]
+		}
+	}
+	return &s.def
+}

@@ -1,0 +1,322 @@
+package adaptive
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/colly-polite/polite/classify"
+)
+
+// Controller holds one controller per scope and the machinery they share:
+// configuration, event streams, the robots.txt cache. Make one with New,
+// Attach or NewTransport; the zero value is not usable. A Controller is safe
+// for concurrent use.
+type Controller struct {
+	st      *settings
+	err     error // configuration error that made Attach fall back to defaults
+	streams *streams
+	robots  *robotsCache
+
+	mu        sync.RWMutex
+	scopes    map[string]*scope
+	lastSweep time.Time
+}
+
+// New makes a controller from options, validating them.
+func New(opts ...Option) (*Controller, error) {
+	var cfg Config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	st, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	return newController(st), nil
+}
+
+func newController(st *settings) *Controller {
+	return &Controller{
+		st:      st,
+		streams: newStreams(st.EventBuffer),
+		robots:  newRobotsCache(),
+		scopes:  make(map[string]*scope),
+	}
+}
+
+// mustNew is New for the one-line constructors, which have no error to
+// return: an invalid configuration falls back to the defaults, is logged,
+// and is reported by Err.
+func mustNew(opts []Option, robotsDefault bool) *Controller {
+	c, err := New(opts...)
+	if err != nil {
+		st, _ := Config{}.resolve()
+		c = newController(st)
+		c.err = err
+		slog.Default().Error("adaptive: invalid configuration, using defaults", "err", err)
+	}
+	if c.st.Robots == nil {
+		c.st.Robots = &robotsDefault
+	}
+	return c
+}
+
+// Err reports the configuration error that made Attach or NewTransport fall
+// back to the defaults, or nil.
+func (c *Controller) Err() error { return c.err }
+
+// scope returns the controller of key, creating it lazily.
+func (c *Controller) scope(key, host string, now time.Time) *scope {
+	c.mu.RLock()
+	s := c.scopes[key]
+	c.mu.RUnlock()
+	if s != nil {
+		return s
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s = c.scopes[key]; s != nil {
+		return s
+	}
+	c.sweepLocked(now)
+	h, _ := splitHostPort(host)
+	s = newScope(key, c.st.ruleFor(h), now)
+	c.scopes[key] = s
+	return s
+}
+
+// sweepLocked evicts idle scopes: nothing in flight, nobody waiting, no
+// pause or park still in force, untouched for IdleTTL. It runs at most once
+// per IdleTTL/4, when a scope is created, so memory stays bounded by the
+// scopes used within about 1.25·IdleTTL.
+func (c *Controller) sweepLocked(now time.Time) {
+	if now.Sub(c.lastSweep) < c.st.IdleTTL/4 {
+		return
+	}
+	c.lastSweep = now
+	for k, s := range c.scopes {
+		s.mu.Lock()
+		idle := s.inflight == 0 && len(s.queue) == 0 && now.Sub(s.lastUsed) >= c.st.IdleTTL &&
+			!now.Before(s.pausedUntil) && !s.parked
+		if idle {
+			s.dead = true
+			delete(c.scopes, k)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// Acquire waits politely for a send slot on the scope of req and returns a
+// Permit to record the outcome with. It is the low-level API under the
+// transport, for callers that send requests by other means.
+func (c *Controller) Acquire(ctx context.Context, req *http.Request) (Permit, error) {
+	key := c.st.Scope(req)
+	host := reqHost(req)
+	for {
+		s := c.scope(key, host, time.Now())
+		p, err := s.acquire(ctx, c.st.MaxPause)
+		if err != nil {
+			return Permit{}, err
+		}
+		if !s.dead {
+			return Permit{c: c, p: p}, nil
+		}
+		// evicted between lookup and acquire: give the slot back, retry
+		s.mu.Lock()
+		s.inflight--
+		s.mu.Unlock()
+	}
+}
+
+// Permit is one granted send. Record it exactly once, or Drop it.
+type Permit struct {
+	c *Controller
+	p permit
+}
+
+// Record returns the slot and feeds the outcome to the control law.
+func (p Permit) Record(resp *http.Response, err error) {
+	if p.c == nil {
+		return
+	}
+	o := p.c.outcomeOf(resp, err, time.Now())
+	p.c.release(p.p, o, resp, err)
+}
+
+// Drop returns the slot without feeding the control law.
+func (p Permit) Drop() {
+	if p.c == nil {
+		return
+	}
+	p.c.release(p.p, outcome{class: classify.Canceled}, nil, nil)
+}
+
+func (c *Controller) outcomeOf(resp *http.Response, err error, now time.Time) outcome {
+	var o outcome
+	if resp != nil {
+		o.status = resp.StatusCode
+		o.class = c.st.Classifier.Classify(classify.Outcome{Status: resp.StatusCode, Header: resp.Header, Err: err})
+		if o.class == classify.Throttled || o.class == classify.Overloaded {
+			o.retryAfter, o.hasRA = classify.RetryAfter(resp.Header, now)
+		}
+		o.quota, o.hasQuota = classify.ParseQuota(resp.Header, now)
+	} else {
+		o.class = c.st.Classifier.Classify(classify.Outcome{Err: err})
+	}
+	return o
+}
+
+func (c *Controller) release(p permit, o outcome, resp *http.Response, err error) reaction {
+	r := p.sc.release(p, o, c.st)
+	if o.class.Signal() || o.class == classify.Blocked {
+		e := Event{
+			Time: time.Now(), Scope: p.sc.key, Class: o.class, Status: o.status,
+			Limit: r.limit, Rate: r.rate, PausedTill: r.until,
+		}
+		if o.hasRA {
+			e.RetryAfter = o.retryAfter
+		}
+		if resp != nil && resp.Request != nil && resp.Request.URL != nil {
+			e.URL = resp.Request.URL.String()
+		}
+		if resp == nil {
+			e.Err = err
+		}
+		c.streams.emit(e)
+		c.log(e, r)
+	}
+	return r
+}
+
+func (c *Controller) log(e Event, r reaction) {
+	l := c.st.Logger
+	if l == nil {
+		return
+	}
+	event := e.Class.String()
+	switch {
+	case r.parked:
+		event = "parked"
+	case r.opened:
+		event = "breaker-open"
+	case r.decreased:
+		event = "decrease:" + event
+	}
+	l.LogAttrs(context.Background(), slog.LevelInfo, "adaptive",
+		slog.Time("t", e.Time), slog.String("scope", e.Scope), slog.Float64("limit", r.limit),
+		slog.Float64("rate", r.rate), slog.String("event", event), slog.Int("status", e.Status),
+		slog.Duration("pause", r.paused))
+}
+
+// Events returns the stream of one class of signal: classify.Throttled,
+// Blocked, Overloaded or TransportFailure (nil for other classes). Delivery
+// never blocks the crawl: an event that finds the stream full is dropped and
+// counted (Dropped).
+func (c *Controller) Events(class classify.Class) <-chan Event {
+	if int(class) >= classCount {
+		return nil
+	}
+	return c.streams.ch[class]
+}
+
+// Dropped is how many events of class were dropped because nobody read them.
+func (c *Controller) Dropped(class classify.Class) uint64 {
+	if int(class) >= classCount {
+		return 0
+	}
+	return c.streams.dropped[class].Load()
+}
+
+// Unpark releases a scope parked after blocks (after rotating a proxy, say)
+// and clears its pause. It reports whether the scope existed.
+func (c *Controller) Unpark(scopeKey string) bool {
+	c.mu.RLock()
+	s := c.scopes[scopeKey]
+	c.mu.RUnlock()
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	s.parked, s.parkedUntil, s.blockRow = false, time.Time{}, 0
+	s.pausedUntil, s.pauseReason = time.Time{}, ReasonNone
+	s.bucket.DrainAt(time.Now(), time.Time{})
+	if len(s.queue) > 0 {
+		s.queue[0].nudge()
+	}
+	s.mu.Unlock()
+	return true
+}
+
+// Snapshot is the state of one scope at one instant.
+type Snapshot struct {
+	Scope       string
+	Limit       float64 // concurrency limit
+	InFlight    int
+	Waiting     int
+	Rate        float64 // pacing rate in force, req/s
+	Estimate    float64 // capacity estimate, req/s (0: not yet measured)
+	PausedUntil time.Time
+	PauseReason Reason
+	Breaker     BreakerState
+	Parked      bool
+	Counts      map[classify.Class]uint64
+	// ThrottledRatio is throttled / (throttled + success).
+	ThrottledRatio float64
+}
+
+// Snapshot returns the state of one scope.
+func (c *Controller) Snapshot(scopeKey string) (Snapshot, bool) {
+	c.mu.RLock()
+	s := c.scopes[scopeKey]
+	c.mu.RUnlock()
+	if s == nil {
+		return Snapshot{}, false
+	}
+	return s.snapshot(), true
+}
+
+// Snapshots returns the state of every live scope, sorted by key.
+func (c *Controller) Snapshots() []Snapshot {
+	c.mu.RLock()
+	list := make([]*scope, 0, len(c.scopes))
+	for _, s := range c.scopes {
+		list = append(list, s)
+	}
+	c.mu.RUnlock()
+	out := make([]Snapshot, 0, len(list))
+	for _, s := range list {
+		out = append(out, s.snapshot())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Scope < out[j].Scope })
+	return out
+}
+
+// Len is the number of live scopes.
+func (c *Controller) Len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.scopes)
+}
+
+func (s *scope) snapshot() Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := Snapshot{
+		Scope: s.key, Limit: s.law.limit, InFlight: s.inflight, Waiting: len(s.queue),
+		Rate: s.curRate, Estimate: s.law.est, PausedUntil: s.pausedUntil, PauseReason: s.pauseReason,
+		Breaker: s.breaker, Parked: s.parked, Counts: make(map[classify.Class]uint64),
+	}
+	for i, n := range s.counts {
+		if n > 0 {
+			snap.Counts[classify.Class(i)] = n
+		}
+	}
+	if t, ok := s.counts[classify.Throttled], s.counts[classify.Success]; t+ok > 0 {
+		snap.ThrottledRatio = float64(t) / float64(t+ok)
+	}
+	return snap
+}

@@ -1,0 +1,36 @@
+package adaptive_test
+
+import (
+	"log/slog"
+	"os"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/testserver"
+)
+
+func TestDebugS1(t *testing.T) {
+	if os.Getenv("DEBUG_S1") == "" {
+		t.Skip()
+	}
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{
+			Limit:   fixedWindow(30),
+			Latency: testserver.Latency{Base: 350 * time.Millisecond},
+		}))
+		c, ctrl := newCollector(t, srv, adaptive.WithRobots(false), adaptive.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil))))
+		start := time.Now()
+		go func() {
+			for time.Since(start) < 40*time.Second {
+				time.Sleep(time.Second)
+				for _, s := range ctrl.Snapshots() {
+					t.Logf("t=%v limit=%.1f inflight=%d wait=%d rate=%.2f est=%.2f", time.Since(start), s.Limit, s.InFlight, s.Waiting, s.Rate, s.Estimate)
+				}
+			}
+		}()
+		crawl(t, c, 40, 40*time.Second, srv.HostURL("a.test"))
+		t.Log(srv.Stats("a.test").PerSecond)
+	})
+}

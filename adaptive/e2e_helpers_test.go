@@ -1,0 +1,94 @@
+package adaptive_test
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+
+	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/testserver"
+)
+
+// crawl runs workers goroutines, each visiting pages of its base (workers
+// are spread over the bases, as a crawler keeps a queue per host) one after
+// the other through c, until d of (virtual) time has passed. A worker whose
+// visit fails without any time passing (a parked scope fails fast) waits
+// 100 ms before its next visit, as a crawler loop would, so that virtual
+// time advances. It returns how many OnResponse and OnError callbacks ran.
+func crawl(t *testing.T, c *colly.Collector, workers int, d time.Duration, base ...string) (ok, failed int64) {
+	t.Helper()
+	var nOK, nErr, seq atomic.Int64
+	c.OnResponse(func(*colly.Response) { nOK.Add(1) })
+	c.OnError(func(*colly.Response, error) { nErr.Add(1) })
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for time.Since(start) < d {
+				i := seq.Add(1)
+				u := fmt.Sprintf("%s/page/%d", base[w%len(base)], i%1000)
+				t0 := time.Now()
+				if err := c.Visit(u); err != nil && time.Since(t0) == 0 {
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	return nOK.Load(), nErr.Load()
+}
+
+// window counts the accepted requests of st that arrived in [from, to).
+func window(st testserver.Stats, from, to time.Duration) int {
+	n := 0
+	for _, a := range st.Accepted {
+		if a >= from && a < to {
+			n++
+		}
+	}
+	return n
+}
+
+// rejected counts the requests with status in codes.
+func rejected(st testserver.Stats, codes ...int) int {
+	n := 0
+	for _, c := range codes {
+		n += st.ByStatus[c]
+	}
+	return n
+}
+
+func newCollector(t *testing.T, srv *testserver.Server, opts ...adaptive.Option) (*colly.Collector, *adaptive.Controller) {
+	t.Helper()
+	c := colly.NewCollector(colly.AllowURLRevisit())
+	c.WithTransport(srv.Transport())
+	ctrl := adaptive.Attach(c, opts...)
+	if err := ctrl.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return c, ctrl
+}
+
+// assertIdle checks that no scope of ctrl holds a slot.
+func assertIdle(t *testing.T, ctrl *adaptive.Controller) {
+	t.Helper()
+	for _, s := range ctrl.Snapshots() {
+		if s.InFlight != 0 || s.Waiting != 0 {
+			t.Errorf("scope %s: %d in flight, %d waiting after the crawl", s.Scope, s.InFlight, s.Waiting)
+		}
+	}
+}
+
+// statsAt snapshots the host's statistics at d of virtual time (read the
+// result after the crawl ends).
+func statsAt(srv *testserver.Server, host string, d time.Duration) *testserver.Stats {
+	var st testserver.Stats
+	go func() { time.Sleep(d); st = srv.Stats(host) }()
+	return &st
+}

@@ -1,0 +1,223 @@
+package adaptive_test
+
+import (
+	"net/http"
+	"sort"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/classify"
+	"github.com/colly-polite/polite/testserver"
+)
+
+func oneHost(p testserver.Policy) testserver.Config {
+	return testserver.Config{Hosts: map[string]testserver.Policy{"a.test": p}}
+}
+
+func fixedWindow(n int) testserver.Limit {
+	return testserver.Limit{Kind: testserver.FixedWindow, N: n, Window: time.Second}
+}
+
+// Behaviour 1, the reference scenario S1: fixed window 30/s, 350 ms, 40
+// goroutines. Judged after a 10 s warm-up, over 30 s.
+func TestS1Reference(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{
+			Limit:   fixedWindow(30),
+			Latency: testserver.Latency{Base: 350 * time.Millisecond},
+		}))
+		c, ctrl := newCollector(t, srv, adaptive.WithRobots(false))
+		warm := statsAt(srv, "a.test", 10*time.Second)
+		crawl(t, c, 40, 40*time.Second, srv.HostURL("a.test"))
+		st := srv.Stats("a.test")
+		good := float64(window(st, 10*time.Second, 40*time.Second)) / 30
+		rej, sent := rejected(st, 429)-rejected(*warm, 429), st.Requests-warm.Requests
+		t.Logf("after 10 s: goodput %.2f/s (%.1f %% of 30), 429s %d of %d; in warm-up %d; pause violations %d",
+			good, good/30*100, rej, sent, rejected(*warm, 429), st.PauseViolations)
+		assert.GreaterOrEqual(t, good, 0.95*30, "goodput after warm-up")
+		assert.LessOrEqual(t, float64(rej), 0.01*float64(sent), "rejected share after warm-up")
+		assert.Zero(t, st.PauseViolations)
+		assertIdle(t, ctrl)
+	})
+}
+
+// Behaviour 2: a limit far below 1/latency.
+func TestS2StrictAndFast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{
+			Limit:   testserver.Limit{Kind: testserver.TokenBucket, Rate: 5, Burst: 2},
+			Latency: testserver.Latency{Base: 10 * time.Millisecond},
+		}))
+		c, ctrl := newCollector(t, srv, adaptive.WithRobots(false))
+		warm := statsAt(srv, "a.test", 10*time.Second)
+		crawl(t, c, 40, 70*time.Second, srv.HostURL("a.test"))
+		st := srv.Stats("a.test")
+		good := float64(window(st, 10*time.Second, 70*time.Second)) / 60
+		rej, sent := rejected(st, 429)-rejected(*warm, 429), st.Requests-warm.Requests
+		t.Logf("after 10 s: goodput %.2f/s (%.1f %% of 5), 429s %d of %d; in warm-up %d", good, good/5*100, rej, sent, rejected(*warm, 429))
+		assert.GreaterOrEqual(t, good, 0.95*5)
+		assert.LessOrEqual(t, float64(rej), 0.01*float64(sent))
+		assert.Zero(t, st.PauseViolations)
+		assertIdle(t, ctrl)
+	})
+}
+
+// Behaviour 3: Retry-After 3 s, as seconds and as an HTTP-date.
+func TestRetryAfterPausesScope(t *testing.T) {
+	for _, mode := range []testserver.RetryAfterMode{testserver.RetryAfterSeconds, testserver.RetryAfterHTTPDate} {
+		t.Run(map[testserver.RetryAfterMode]string{testserver.RetryAfterSeconds: "seconds", testserver.RetryAfterHTTPDate: "date"}[mode], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := testserver.NewTest(t, oneHost(testserver.Policy{
+					Limit:   fixedWindow(20),
+					Latency: testserver.Latency{Base: 20 * time.Millisecond},
+					Excess:  testserver.Excess{RetryAfter: mode, FixedRetryAfter: 3 * time.Second},
+				}))
+				c, ctrl := newCollector(t, srv, adaptive.WithRobots(false))
+				crawl(t, c, 10, 20*time.Second, srv.HostURL("a.test"))
+				st := srv.Stats("a.test")
+				t.Logf("429s %d, accepted %d, violations %d", st.ByStatus[429], len(st.Accepted), st.PauseViolations)
+				require.Positive(t, st.ByStatus[429], "the scenario must throttle")
+				assert.Zero(t, st.PauseViolations)
+				// resumption spreads out: no two accepted requests in the same instant
+				acc := append([]time.Duration(nil), st.Accepted...)
+				sort.Slice(acc, func(i, j int) bool { return acc[i] < acc[j] })
+				same := 0
+				for i := 1; i < len(acc); i++ {
+					if acc[i] == acc[i-1] {
+						same++
+					}
+				}
+				assert.Zero(t, same, "requests resumed in one instant")
+				assertIdle(t, ctrl)
+			})
+		})
+	}
+}
+
+// Behaviour 4: Retry-After 3600 fails fast with a typed error, parks the
+// scope; another host keeps its speed.
+func TestRetryAfterAboveCeilingFailsFast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{
+			"a.test": {Limit: fixedWindow(1), Excess: testserver.Excess{FixedRetryAfter: time.Hour}},
+			"b.test": {Limit: fixedWindow(20)},
+		}})
+		// a high initial rate, so that the timing below is the fail-fast
+		// path and not the pacing of slow start
+		c, ctrl := newCollector(t, srv, adaptive.WithRobots(false), adaptive.WithDefault(adaptive.Rule{InitialRate: 100}))
+		var mu sync.Mutex
+		var errs []error
+		c.OnError(func(_ *colly.Response, err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() })
+		a := srv.HostURL("a.test")
+		require.NoError(t, c.Visit(a+"/page/1"))
+		start := time.Now()
+		err := c.Visit(a + "/page/2")
+		assert.Less(t, time.Since(start), 100*time.Millisecond)
+		require.Error(t, err)
+		assert.ErrorIs(t, err, adaptive.ErrPaused)
+		var se *adaptive.ScopeError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, adaptive.ReasonRetryAfter, se.Reason)
+		// the scope stays parked: the next request fails at once, unsent
+		before := srv.Stats("a.test").Requests
+		assert.ErrorIs(t, c.Visit(a+"/page/3"), adaptive.ErrPaused)
+		assert.Equal(t, before, srv.Stats("a.test").Requests)
+		mu.Lock()
+		require.Len(t, errs, 2)
+		assert.ErrorIs(t, errs[0], adaptive.ErrPaused)
+		mu.Unlock()
+		// b keeps its full speed
+		crawl(t, c, 10, 30*time.Second, srv.HostURL("b.test"))
+		bst := srv.Stats("b.test")
+		good := float64(window(bst, start.Sub(start)+10*time.Second, 30*time.Second)) / 20
+		assert.GreaterOrEqual(t, good, 0.95*20, "b goodput %.2f/s", good)
+		assertIdle(t, ctrl)
+	})
+}
+
+// Behaviour 5: 403 ban.
+func TestBlocksParkScope(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{
+			Limit: fixedWindow(2),
+			Ban:   &testserver.Ban{After: 1, Within: time.Minute, For: time.Hour},
+		}))
+		c, ctrl := newCollector(t, srv, adaptive.WithRobots(false),
+			adaptive.WithDefault(adaptive.Rule{Block: adaptive.BlockPolicy{Threshold: 3, ParkFor: -1}}))
+		blocked := ctrl.Events(classify.Blocked)
+		a := srv.HostURL("a.test")
+		key := adaptive.ScopeHost(mustReq(t, a))
+		// drive the server into its ban
+		crawl(t, c, 4, 5*time.Second, a)
+		snap, _ := ctrl.Snapshot(key)
+		assert.True(t, snap.Parked, "parked after repeated blocks")
+		assert.GreaterOrEqual(t, snap.Counts[classify.Blocked], uint64(3))
+		assert.GreaterOrEqual(t, len(blocked), 3, "blocked events emitted")
+		limitAtPark := snap.Limit
+		err := c.Visit(a + "/page/x")
+		assert.ErrorIs(t, err, adaptive.ErrBlocked)
+		snap2, _ := ctrl.Snapshot(key)
+		assert.Equal(t, limitAtPark, snap2.Limit, "403s do not change the concurrency limit")
+		assert.True(t, ctrl.Unpark(key))
+		snap3, _ := ctrl.Snapshot(key)
+		assert.False(t, snap3.Parked)
+		assertIdle(t, ctrl)
+	})
+}
+
+func mustReq(t *testing.T, u string) *http.Request {
+	r, err := http.NewRequest("GET", u, nil)
+	require.NoError(t, err)
+	return r
+}
+
+// Behaviour 6: 503 from a concurrency-capped origin.
+func TestConcurrencyCappedOrigin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{
+			Limit:   testserver.Limit{Kind: testserver.Concurrency, MaxConcurrent: 8},
+			Latency: testserver.Latency{Base: 100 * time.Millisecond},
+		}))
+		c, ctrl := newCollector(t, srv, adaptive.WithRobots(false))
+		crawl(t, c, 40, 60*time.Second, srv.HostURL("a.test"))
+		st := srv.Stats("a.test")
+		share := float64(st.ByStatus[503]) / float64(st.Requests)
+		t.Logf("503 share %.2f %% of %d, max in flight %d", share*100, st.Requests, st.MaxInFlight)
+		assert.LessOrEqual(t, share, 0.02)
+		assert.LessOrEqual(t, st.MaxInFlight, 9)
+		// in flight settles near 8: throughput near 8/latency after warm-up
+		good := float64(window(st, 10*time.Second, 60*time.Second)) / 50
+		assert.GreaterOrEqual(t, good, 0.85*80)
+		assertIdle(t, ctrl)
+	})
+}
+
+// Behaviour 7: capacity drop 40/s → 10/s at t=30 s.
+func TestCapacityDrop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{
+			Limit:    fixedWindow(40),
+			Schedule: []testserver.Step{{At: 30 * time.Second, Limit: fixedWindow(10)}},
+			Latency:  testserver.Latency{Base: 50 * time.Millisecond},
+		}))
+		c, ctrl := newCollector(t, srv, adaptive.WithRobots(false))
+		var at35 testserver.Stats
+		go func() { time.Sleep(35 * time.Second); at35 = srv.Stats("a.test") }()
+		crawl(t, c, 40, 60*time.Second, srv.HostURL("a.test"))
+		st := srv.Stats("a.test")
+		good := float64(window(st, 35*time.Second, 60*time.Second)) / 25
+		late := st.ByStatus[429] - at35.ByStatus[429]
+		t.Logf("after drop: goodput %.2f/s, 429s by 35 s %d, after %d", good, at35.ByStatus[429], late)
+		assert.GreaterOrEqual(t, good, 0.9*10)
+		// rejections stop within 5 s of the drop
+		assert.LessOrEqual(t, float64(late), 0.01*float64(st.Requests-at35.Requests)+1)
+		assertIdle(t, ctrl)
+	})
+}

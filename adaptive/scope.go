@@ -1,0 +1,461 @@
+package adaptive
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/colly-polite/polite/classify"
+	"github.com/colly-polite/polite/tokenbucket"
+)
+
+// BreakerState is the state of a scope's breaker.
+type BreakerState uint8
+
+// Breaker states, as in sony/gobreaker.
+const (
+	BreakerClosed BreakerState = iota
+	BreakerOpen
+	BreakerHalfOpen
+)
+
+func (b BreakerState) String() string {
+	switch b {
+	case BreakerOpen:
+		return "open"
+	case BreakerHalfOpen:
+		return "half-open"
+	}
+	return "closed"
+}
+
+// scope is one controller: the state of one host (or domain, proxy, ...).
+type scope struct {
+	key string
+	mu  sync.Mutex
+	law lawState
+
+	bucket   *tokenbucket.Bucket
+	curRate  float64 // rate the bucket was last set to
+	ruleCeil float64 // Rule.Rate
+	robCeil  float64 // robots.txt Crawl-delay
+	quoCeil  float64 // quota headers
+	quoUntil time.Time
+
+	inflight int
+	queue    []*waiter // FIFO; queue[0] is the head, the only one that paces
+
+	pausedUntil time.Time
+	pauseReason Reason
+	badRow      int // throttles/overloads in a row with no success: backoff and breaker
+
+	breaker  BreakerState
+	probeOut bool // half-open: the probe is in flight
+
+	blockRow    int
+	parked      bool
+	parkedUntil time.Time // zero with parked: until Unpark
+
+	counts   [classCount]uint64
+	lastUsed time.Time
+	dead     bool // evicted: look the key up again
+}
+
+type waiter struct {
+	ch chan struct{} // buffered 1: a nudge to re-evaluate
+}
+
+func (w *waiter) nudge() {
+	select {
+	case w.ch <- struct{}{}:
+	default:
+	}
+}
+
+// permit is one granted send. It is a value: taking one allocates nothing.
+type permit struct {
+	sc          *scope
+	sent        time.Time
+	epoch       uint32
+	cepoch      uint32
+	rate        float64
+	inflight    int
+	concBinding bool
+	probe       bool
+}
+
+func newScope(key string, r *rule, now time.Time) *scope {
+	s := &scope{key: key, ruleCeil: r.Rate, lastUsed: now}
+	s.law.init(r, now)
+	s.curRate = s.effectiveRate(now)
+	s.bucket = tokenbucket.NewBucket(rate.Limit(s.curRate), 1)
+	return s
+}
+
+// effectiveRate is the adaptive rate under every ceiling in force.
+func (s *scope) effectiveRate(now time.Time) float64 {
+	c := 0.0
+	for _, v := range []float64{s.ruleCeil, s.robCeil} {
+		if v > 0 && (c == 0 || v < c) {
+			c = v
+		}
+	}
+	if s.quoCeil > 0 && now.Before(s.quoUntil) && (c == 0 || s.quoCeil < c) {
+		c = s.quoCeil
+	}
+	s.law.ceil = c
+	r := math.Max(s.law.rate, s.law.rule.MinRate)
+	if c > 0 && r > c {
+		r = c
+	}
+	if s.breaker == BreakerHalfOpen {
+		r = s.law.rule.MinRate
+	}
+	return r
+}
+
+// syncRate pushes the effective rate to the bucket when it changed and
+// nudges the head so that a waiting caller is re-priced at once.
+func (s *scope) syncRate(now time.Time) {
+	r := s.effectiveRate(now)
+	if r == s.curRate {
+		return
+	}
+	s.curRate = r
+	s.bucket.SetRateAt(now, rate.Limit(r), 1)
+	if len(s.queue) > 0 {
+		s.queue[0].nudge()
+	}
+}
+
+// limitNow is the concurrency limit in force.
+func (s *scope) limitNow() int {
+	if s.breaker == BreakerHalfOpen {
+		return 1
+	}
+	return max(int(s.law.limit), 1)
+}
+
+// refuse reports whether a request must fail at once, and why.
+func (s *scope) refuse(now time.Time, maxPause time.Duration) error {
+	if s.parked {
+		if s.parkedUntil.IsZero() || now.Before(s.parkedUntil) {
+			return &ScopeError{Scope: s.key, Reason: ReasonBlocked, Until: s.parkedUntil, Err: ErrBlocked}
+		}
+		s.parked, s.blockRow = false, 0
+	}
+	if d := s.pausedUntil.Sub(now); d > maxPause {
+		err := ErrPaused
+		if s.pauseReason == ReasonBreaker {
+			err = ErrBreakerOpen
+		}
+		return &ScopeError{Scope: s.key, Reason: s.pauseReason, Until: s.pausedUntil, Err: err}
+	}
+	return nil
+}
+
+// acquire waits politely for a send slot. Waiting is FIFO and single-file:
+// only the head of the queue waits for a token, at the rate in force, so a
+// rate cut or a pause reaches the very next send.
+func (s *scope) acquire(ctx context.Context, maxPause time.Duration) (permit, error) {
+	s.mu.Lock()
+	now := time.Now()
+	s.lastUsed = now
+	s.breakerTick(now)
+	if len(s.queue) == 0 {
+		if err := s.refuse(now, maxPause); err != nil {
+			s.mu.Unlock()
+			return permit{}, err
+		}
+		if !now.Before(s.pausedUntil) && s.inflight < s.limitNow() && s.halfOpenReady() && s.bucket.AllowAt(now) {
+			p := s.take(now)
+			s.mu.Unlock()
+			return p, nil
+		}
+	}
+	w := &waiter{ch: make(chan struct{}, 1)}
+	s.queue = append(s.queue, w)
+	for {
+		if s.queue[0] != w {
+			s.mu.Unlock()
+			select {
+			case <-w.ch:
+			case <-ctx.Done():
+				return permit{}, s.leave(w, ctx.Err())
+			}
+			s.mu.Lock()
+			continue
+		}
+		now = time.Now()
+		s.breakerTick(now)
+		if err := s.refuse(now, maxPause); err != nil {
+			s.mu.Unlock()
+			return permit{}, s.leave(w, err)
+		}
+		var wake time.Time // zero: wait for a nudge
+		switch {
+		case now.Before(s.pausedUntil):
+			wake = s.pausedUntil
+		case s.inflight >= s.limitNow() || !s.halfOpenReady():
+		default:
+			if s.bucket.AllowAt(now) {
+				p := s.take(now)
+				s.queue = s.queue[1:]
+				if len(s.queue) > 0 {
+					s.queue[0].nudge()
+				}
+				s.mu.Unlock()
+				return p, nil
+			}
+			s.law.roundBinding = true
+			wake = s.nextToken(now)
+		}
+		s.mu.Unlock()
+		if err := sleep(ctx, w, now, wake); err != nil {
+			return permit{}, s.leave(w, err)
+		}
+		s.mu.Lock()
+	}
+}
+
+// halfOpenReady: a half-open breaker lets one probe out at a time.
+func (s *scope) halfOpenReady() bool { return s.breaker != BreakerHalfOpen || !s.probeOut }
+
+// nextToken is when the bucket will next hold a whole token.
+func (s *scope) nextToken(now time.Time) time.Time {
+	if until := s.bucket.DrainedUntil(); now.Before(until) {
+		return until
+	}
+	need := 1 - s.bucket.TokensAt(now)
+	if need <= 0 || s.curRate <= 0 {
+		return now.Add(time.Millisecond)
+	}
+	d := time.Duration(need / s.curRate * float64(time.Second))
+	return now.Add(max(d, time.Microsecond))
+}
+
+func sleep(ctx context.Context, w *waiter, now, wake time.Time) error {
+	if wake.IsZero() {
+		select {
+		case <-w.ch:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if dl, ok := ctx.Deadline(); ok && wake.After(dl) {
+		return fmt.Errorf("adaptive: polite wait would pass the context deadline: %w", context.DeadlineExceeded)
+	}
+	t := time.NewTimer(wake.Sub(now))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-w.ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// leave removes w from the queue after a failed wait and passes the head
+// role on.
+func (s *scope) leave(w *waiter, err error) error {
+	s.mu.Lock()
+	for i, q := range s.queue {
+		if q == w {
+			s.queue = append(s.queue[:i], s.queue[i+1:]...)
+			if i == 0 && len(s.queue) > 0 {
+				s.queue[0].nudge()
+			}
+			break
+		}
+	}
+	s.mu.Unlock()
+	return err
+}
+
+func (s *scope) take(now time.Time) permit {
+	s.inflight++
+	p := permit{
+		sc:          s,
+		sent:        now,
+		epoch:       s.law.epoch,
+		cepoch:      s.law.cepoch,
+		rate:        s.curRate,
+		inflight:    s.inflight,
+		concBinding: s.inflight >= s.limitNow(),
+	}
+	if s.breaker == BreakerHalfOpen {
+		s.probeOut, p.probe = true, true
+	}
+	return p
+}
+
+// outcome is what one attempt produced, as the controller needs it.
+type outcome struct {
+	class      classify.Class
+	status     int
+	retryAfter time.Duration
+	hasRA      bool
+	quota      classify.Quota
+	hasQuota   bool
+}
+
+// reaction is what release decided, for events and logs outside the lock.
+type reaction struct {
+	decreased bool
+	paused    time.Duration
+	parked    bool
+	opened    bool
+	limit     float64
+	rate      float64
+	until     time.Time
+	reason    Reason
+}
+
+// release returns the slot of p and applies what its outcome says.
+func (s *scope) release(p permit, o outcome, st *settings) reaction {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	s.lastUsed = now
+	s.inflight--
+	s.counts[o.class]++
+	if p.probe {
+		s.probeOut = false
+	}
+	var r reaction
+	if o.class != classify.Canceled {
+		s.law.observeRTT(now.Sub(p.sent))
+	}
+	if o.hasQuota {
+		s.applyQuota(now, o.quota, st)
+	}
+	switch o.class {
+	case classify.Success:
+		s.law.onSuccess(now, p.epoch, p.concBinding)
+		s.badRow, s.blockRow = 0, 0
+		if s.breaker == BreakerHalfOpen && p.probe {
+			s.breaker = BreakerClosed
+			s.law.ph, s.law.est, s.law.rate = slowStart, 0, s.law.rule.InitialRate
+		}
+	case classify.Throttled, classify.Overloaded, classify.TransportFailure:
+		s.badRow++
+		r.decreased = s.law.onThrottle(now, p.epoch, p.rate)
+		if o.class != classify.Throttled {
+			if s.law.onOverload(now, p.cepoch, p.inflight, st.Hold) {
+				r.decreased = true
+			}
+		}
+		s.pauseAfter(now, o, st, &r)
+	case classify.Blocked:
+		s.blockRow++
+		if th := s.law.rule.Block.Threshold; th > 0 && s.blockRow >= th && !s.parked {
+			s.parked = true
+			s.parkedUntil = time.Time{}
+			if d := s.law.rule.Block.ParkFor; d > 0 {
+				s.parkedUntil = now.Add(d)
+			}
+			r.parked, r.reason, r.until = true, ReasonBlocked, s.parkedUntil
+		}
+	}
+	s.syncRate(now)
+	if len(s.queue) > 0 {
+		s.queue[0].nudge()
+	}
+	r.limit, r.rate = s.law.limit, s.curRate
+	if r.until.IsZero() && !r.parked {
+		r.until = s.pausedUntil
+	}
+	return r
+}
+
+// pauseAfter pauses the whole scope after a throttle or overload. The
+// longest deadline wins. Retry-After is honoured (0 or a past date means
+// MinPause, never a zero-wait loop); without it a throttle pauses for a
+// couple of send intervals and overloads in a row back off exponentially.
+func (s *scope) pauseAfter(now time.Time, o outcome, st *settings, r *reaction) {
+	var d time.Duration
+	reason := ReasonRetryAfter
+	switch {
+	case o.hasRA:
+		d = max(o.retryAfter, st.MinPause)
+	case o.class == classify.Throttled || s.badRow > 1:
+		reason = ReasonBackoff
+		base := time.Duration(2 / math.Max(s.curRate, 0.001) * float64(time.Second))
+		base = min(max(base, 100*time.Millisecond), st.Backoff)
+		d = base << min(s.badRow-1, 20)
+		d = min(d, st.MaxBackoff)
+	}
+	if th := st.BreakerThreshold; th > 0 && s.badRow >= th && s.breaker != BreakerOpen {
+		s.breaker = BreakerOpen
+		d = max(d, st.BreakerCooldown)
+		reason = ReasonBreaker
+		r.opened = true
+	}
+	if d <= 0 {
+		return
+	}
+	until := now.Add(d + s.jitter(d, st))
+	if until.After(s.pausedUntil) {
+		s.pausedUntil, s.pauseReason = until, reason
+		s.bucket.DrainAt(now, until)
+	}
+	r.paused, r.reason = d, reason
+	if d <= st.MaxPause {
+		s.law.notePause(now, d)
+	}
+}
+
+func (s *scope) jitter(d time.Duration, st *settings) time.Duration {
+	j := st.Jitter
+	if j < 0 {
+		return 0
+	}
+	if j == 0 {
+		j = min(d/10, time.Second)
+	}
+	if j <= 0 {
+		return 0
+	}
+	return rand.N(j)
+}
+
+// applyQuota turns honest quota headers into a ceiling: spread what remains
+// of the window over the time left in it, so the quota is never exhausted.
+func (s *scope) applyQuota(now time.Time, q classify.Quota, st *settings) {
+	if q.Remaining <= 0 {
+		if q.Reset > 0 {
+			until := now.Add(max(q.Reset, st.MinPause))
+			if until.After(s.pausedUntil) {
+				s.pausedUntil, s.pauseReason = until, ReasonQuota
+				s.bucket.DrainAt(now, until)
+			}
+		}
+		return
+	}
+	reset := q.Reset
+	if reset <= 0 {
+		reset = q.Window
+	}
+	if reset <= 0 {
+		return
+	}
+	left := float64(q.Remaining) - float64(s.inflight)
+	s.quoCeil = math.Max(left, 1) / reset.Seconds()
+	s.quoUntil = now.Add(reset)
+}
+
+// breakerTick moves an open breaker whose pause has ended to half-open.
+func (s *scope) breakerTick(now time.Time) {
+	if s.breaker == BreakerOpen && !now.Before(s.pausedUntil) {
+		s.breaker = BreakerHalfOpen
+		s.syncRate(now)
+	}
+}

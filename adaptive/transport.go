@@ -1,0 +1,197 @@
+package adaptive
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/colly-polite/polite/classify"
+)
+
+// Transport is an http.RoundTripper that sends every request through its
+// Controller: it waits politely for a slot, sends, records the outcome, and
+// retries throttled, overloaded and failed attempts of idempotent requests.
+// The slot is held until the response body is read to the end or closed, so
+// callers must close bodies, as net/http requires anyway. Safe for
+// concurrent use.
+type Transport struct {
+	c    *Controller
+	next http.RoundTripper
+}
+
+// NewTransport gives the controller to any http.Client (API clients, not only
+// crawlers):
+//
+//	client := &http.Client{Transport: adaptive.NewTransport(http.DefaultTransport)}
+//
+// robots.txt is off by default here (WithRobots turns it on). An invalid
+// option falls back to the defaults; Controller().Err() reports it. Use New
+// and Controller.Transport to get the error instead.
+func NewTransport(next http.RoundTripper, opts ...Option) *Transport {
+	return mustNew(opts, false).Transport(next)
+}
+
+// Transport returns a RoundTripper that sends through next under this
+// controller. nil next means http.DefaultTransport.
+func (c *Controller) Transport(next http.RoundTripper) *Transport {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return &Transport{c: c, next: next}
+}
+
+// Controller returns the controller behind t.
+func (t *Transport) Controller() *Controller { return t.c }
+
+// Unwrap returns the transport t sends through.
+func (t *Transport) Unwrap() http.RoundTripper { return t.next }
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.c.robotsOn() && req.URL != nil && req.URL.Path != "/robots.txt" {
+		if err := t.c.robots.ensure(req.Context(), t, req); err != nil {
+			return nil, err
+		}
+	}
+	return t.roundTrip(req)
+}
+
+var idempotent = map[string]bool{"": true, "GET": true, "HEAD": true, "OPTIONS": true, "TRACE": true, "PUT": true, "DELETE": true}
+
+func retryable(req *http.Request) bool {
+	if !idempotent[req.Method] && req.Header.Get("Idempotency-Key") == "" && req.Header.Get("X-Idempotency-Key") == "" {
+		return false
+	}
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	retries := 0
+	if retryable(req) {
+		h, _ := splitHostPort(NormalizeHost(reqScheme(req), reqHost(req)))
+		retries = t.c.st.ruleFor(h).retries
+	}
+	for attempt := 0; ; attempt++ {
+		p, err := t.c.Acquire(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		r := req
+		if attempt > 0 {
+			r = req.Clone(ctx)
+			if req.GetBody != nil {
+				if r.Body, err = req.GetBody(); err != nil {
+					p.Drop()
+					return nil, err
+				}
+			}
+		}
+		resp, o, err := t.attempt(p, r)
+		last := attempt >= retries
+		switch o.class {
+		case classify.Throttled, classify.Overloaded:
+			if o.hasRA && o.retryAfter > t.c.st.MaxPause {
+				discard(resp)
+				return nil, &ScopeError{Scope: p.p.sc.key, Reason: ReasonRetryAfter, Until: time.Now().Add(o.retryAfter), Err: ErrPaused}
+			}
+			if !last {
+				discard(resp)
+				continue
+			}
+		case classify.TransportFailure:
+			if !last && ctx.Err() == nil {
+				continue
+			}
+		}
+		return resp, err
+	}
+}
+
+// discard drains a little of a body that will not be used, so the
+// connection can be reused, and closes it (which releases the slot).
+func discard(resp *http.Response) {
+	if resp == nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
+	_ = resp.Body.Close()
+}
+
+// attempt sends one attempt under permit p. The per-attempt timeout starts
+// here, after the polite wait. For a response, the slot is released when
+// the body ends; for an error, at once.
+func (t *Transport) attempt(p Permit, req *http.Request) (*http.Response, outcome, error) {
+	parent := req.Context()
+	cancel := context.CancelFunc(func() {})
+	if d := t.c.st.AttemptTimeout; d > 0 {
+		var ctx context.Context
+		ctx, cancel = context.WithTimeout(parent, d)
+		req = req.WithContext(ctx)
+	}
+	resp, err := t.next.RoundTrip(req)
+	now := time.Now()
+	if err != nil {
+		cancel()
+		o := t.c.outcomeOf(nil, err, now)
+		if parent.Err() != nil {
+			o.class = classify.Canceled
+		}
+		t.c.release(p.p, o, nil, err)
+		return nil, o, err
+	}
+	o := t.c.outcomeOf(resp, nil, now)
+	resp.Body = &body{rc: resp.Body, t: t, p: p.p, o: o, resp: resp, cancel: cancel, parent: parent}
+	return resp, o, nil
+}
+
+// body releases its slot exactly once: at EOF, at a read error (a transport
+// failure mid-body unless the caller cancelled) or at Close.
+type body struct {
+	rc     io.ReadCloser
+	t      *Transport
+	p      permit
+	o      outcome
+	resp   *http.Response
+	cancel context.CancelFunc
+	parent context.Context
+	once   sync.Once
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			b.finish(nil)
+		} else {
+			b.finish(err)
+		}
+	}
+	return n, err
+}
+
+func (b *body) Close() error {
+	err := b.rc.Close()
+	b.finish(nil)
+	return err
+}
+
+func (b *body) finish(readErr error) {
+	b.once.Do(func() {
+		o := b.o
+		if readErr != nil {
+			if b.parent.Err() != nil {
+				o.class = classify.Canceled
+			} else if c := b.t.c.st.Classifier.Classify(classify.Outcome{Err: readErr}); c == classify.TransportFailure {
+				o.class = c
+			}
+		}
+		b.t.c.release(b.p, o, b.resp, readErr)
+		b.cancel()
+	})
+}
+
+func (c *Controller) robotsOn() bool { return c.st.Robots != nil && *c.st.Robots }
