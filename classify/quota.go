@@ -76,12 +76,17 @@ const (
 //     fewest requests remaining wins (on a tie, the later reset). Its
 //     Limit and Window come from the RateLimit-Policy item of the same
 //     name. Policies whose quota unit (qu) is not "requests" are skipped.
-//   - Reset values in every family go through the epoch rule of
-//     [EpochSeconds]; X-RateLimit-Reset may also be fractional or an
-//     HTTP-date, and X-RateLimit-Reset-After (a delay) is preferred when
-//     present.
-//   - Counts may be written as decimals ("598.0"); they are rounded down.
-//     Negative counts are malformed: some servers mean "unlimited" by -1.
+//   - Reset values in every family, the IETF t= and reset= included, go
+//     through the epoch rule of [EpochSeconds], so a server that sends a
+//     Unix time where the draft asks for seconds is still read right. The
+//     unstructured reset fields (RateLimit-Reset, X-RateLimit-Reset,
+//     x-rate-limit-reset) may also be fractional or an HTTP-date, and
+//     X-RateLimit-Reset-After (always a delay) is preferred when present.
+//   - Structured (IETF) counts must be non-negative Integers. Unstructured
+//     counts may be written as decimals ("598.0", as Reddit does); they
+//     are rounded down. Negative counts are malformed everywhere: some
+//     servers mean "unlimited" by -1, and reading it as 0 would stall a
+//     crawl.
 //   - When only a limit and X-RateLimit-Used are sent, Remaining is
 //     limit-used; Shopify's "used/limit" likewise; both floor at 0.
 //   - A repeated legacy field, or one with comma-separated values, counts
