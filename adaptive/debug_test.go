@@ -16,10 +16,19 @@ func TestDebugS1(t *testing.T) {
 		t.Skip()
 	}
 	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.NewTest(t, oneHost(testserver.Policy{
+		pol := testserver.Policy{
 			Limit:   fixedWindow(30),
 			Latency: testserver.Latency{Base: 350 * time.Millisecond},
-		}))
+		}
+		switch os.Getenv("DEBUG_S1") {
+		case "b":
+			pol = testserver.Policy{Limit: fixedWindow(20)}
+		case "drop":
+			pol = testserver.Policy{Limit: fixedWindow(40), Schedule: []testserver.Step{{At: 30 * time.Second, Limit: fixedWindow(10)}}, Latency: testserver.Latency{Base: 50 * time.Millisecond}}
+		case "cap":
+			pol = testserver.Policy{Limit: testserver.Limit{Kind: testserver.Concurrency, MaxConcurrent: 8}, Latency: testserver.Latency{Base: 100 * time.Millisecond}}
+		}
+		srv := testserver.NewTest(t, oneHost(pol))
 		c, ctrl := newCollector(t, srv, adaptive.WithRobots(false), adaptive.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil))))
 		start := time.Now()
 		go func() {

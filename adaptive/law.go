@@ -243,7 +243,8 @@ func (l *lawState) onThrottle(now time.Time, epoch uint32, sentRate float64) boo
 		// just throttled is over the capacity whatever was measured
 		l.est = math.Max(math.Min(a, sentRate), sentRate/2) * (1 - margin)
 	case sentRate > l.est*(1+margin/2):
-		// a probe above the estimate failed: the estimate stands
+		// a probe above the estimate failed: the estimate stands, and
+		// the next probe waits the long gap (a failed probe costs a pause)
 	case a < l.est*bigDrop:
 		// the capacity fell: the measurement is a lower bound of the new
 		// one, so probe up again soon
@@ -253,9 +254,10 @@ func (l *lawState) onThrottle(now time.Time, epoch uint32, sentRate float64) boo
 		// a rate judged clean was throttled (a burst allowance flattered
 		// it, or the capacity moved a little): a small step down. A
 		// throttle that follows the last decrease within a few rounds
-		// says that step was not enough: each such step doubles.
+		// says that step was not enough: each such step grows by the
+		// margin (3 %, 6 %, 9 % ...).
 		if now.Sub(l.lastDecrease) < 4*l.roundLen() {
-			l.downStep = math.Min(l.downStep*2, 0.5)
+			l.downStep = math.Min(l.downStep+margin, 0.5)
 		} else {
 			l.downStep = margin
 		}

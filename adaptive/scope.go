@@ -346,14 +346,19 @@ func (s *scope) release(p permit, o outcome, st *settings) reaction {
 			s.law.ph, s.law.est, s.law.rate = slowStart, 0, s.law.rule.InitialRate
 		}
 	case classify.Throttled, classify.Overloaded, classify.TransportFailure:
+		// 429 is a rate signal; 503/502/504 and transport failures are
+		// a concurrency signal (Little's law couples the two, so a rate
+		// limiter answering 503 is still held under its rate).
 		s.badRow++
-		r.decreased = s.law.onThrottle(now, p.epoch, p.rate)
-		if o.class != classify.Throttled {
-			if s.law.onOverload(now, p.cepoch, p.inflight, st.Hold) {
-				r.decreased = true
-			}
-		}
 		s.pauseAfter(now, o, st, &r)
+		if o.class == classify.Throttled {
+			r.decreased = s.law.onThrottle(now, p.epoch, p.rate)
+		} else {
+			// hold increases long enough that the pause a failed probe
+			// costs stays under probeBudget of the time
+			hold := max(st.Hold, time.Duration(float64(r.paused)/probeBudget))
+			r.decreased = s.law.onOverload(now, p.cepoch, p.inflight, hold)
+		}
 	case classify.Blocked:
 		s.blockRow++
 		if th := s.law.rule.Block.Threshold; th > 0 && s.blockRow >= th && !s.parked {
