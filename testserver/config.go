@@ -205,9 +205,11 @@ type Ban struct {
 // Site is the crawlable content of a host: "/" links to pages /page/0 ..
 // /page/FanOut-1, and page n links to pages (n*FanOut + i + 1) mod Pages for
 // i in [0, FanOut), so that a crawl from "/" reaches every page. Links are
-// root-relative ("/page/7"). Any other path is 404 (and still counts against
-// the limit). The zero value means 1000 pages with 5 links each; at most
-// 1<<30 pages and 1000 links per page.
+// root-relative ("/page/7"). A query string does not change the page served
+// ("/page/7?utm=x" is page 7). Any path that is neither a page nor one of the
+// other paths the package documentation lists, "/page/abc" for one, is 404
+// (and still counts against the limit). The zero value means 1000 pages with
+// 5 links each; at most 1<<30 pages and 1000 links per page.
 type Site struct {
 	// Pages is the number of pages. Zero means 1000.
 	Pages int

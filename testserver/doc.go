@@ -3,8 +3,8 @@
 // (fixed window, token bucket / GCRA, sliding window, concurrency cap, or a
 // schedule of them), latency, answer to excess (429 or 503, every form of
 // Retry-After, quota headers, bans), a crawlable site and a robots.txt. Per
-// host Stats give what a test asserts on: counts per status, accepted times,
-// concurrency, accepted rate per second and pause violations (requests that
+// host Stats give what a test asserts on: counts per status, accepted and
+// rejected times, concurrency, accepted rate per second and pause violations (requests that
 // ignored an announced Retry-After).
 //
 // It has the shape of net/http/httptest: New returns a started *Server with
@@ -36,9 +36,33 @@
 //	c.WithTransport(srv.Transport())
 //	c.Visit(srv.URL + "/")
 //
+// Every host serves these paths, whatever the method. Only the path selects
+// the resource: a query string is ignored (crawlers add them), except by the
+// redirect endpoints, which take their arguments from it.
+//
+//	/                   the index of the site (see Site)
+//	/page/N             page N, for N in decimal (no sign, no leading zero) below Site.Pages
+//	/robots.txt         see Robots
+//	/redirect?to=URL    302 with Location: URL, verbatim; 400 unless URL is an
+//	                    absolute http or https URL with a host (and the only "to")
+//	/redirect/loop      302 with Location: /redirect/loop, a redirect loop
+//	/redirect/hop?n=K&hosts=H1,H2,...
+//	                    a chain of K redirects (1 <= K <= 1000) between the
+//	                    listed hosts, ending at /page/1: 302 to the next host's
+//	                    HostURL + /redirect/hop?n=K-1&hosts=H1,H2,... (HostURL +
+//	                    /page/1 when K is 1), the next host being the one after
+//	                    the answering host in the list, cyclically, or H1 if it
+//	                    is not listed. hosts defaults to the answering host
+//	                    alone; unknown or repeated names, or a bad n, get 400.
+//
+// Anything else, such as /page/abc, /page/07 or /page/1/, is 404.
+//
 // Time is always time.Now, so inside a bubble everything is virtual and
 // exact. Requests other than /robots.txt count against the limit; robots.txt
-// never does (see Robots). Admitted requests wait for their latency;
-// rejections are answered at once, as by a rate limiter in front of the
-// origin.
+// never does (see Robots). Redirects, 400s and 404s count like pages: each is
+// a request the origin serves, so a client following a chain of K redirects
+// spends K+1 requests of the limit, and any of them may be rejected or
+// banned. Admitted requests wait for their latency; rejections are answered
+// at once, as by a rate limiter in front of the origin. Stats.Accepted and
+// Stats.Rejected together hold every request but robots.txt.
 package testserver

@@ -59,7 +59,7 @@ func Example() {
 
 	st := srv.Stats("a.test")
 	fmt.Println("crawler: fetched", fetched, "throttled", throttled)
-	fmt.Println("server: accepted", len(st.Accepted), "rejected", st.ByStatus[429], "pause violations", st.PauseViolations)
+	fmt.Println("server: accepted", len(st.Accepted), "rejected", len(st.Rejected), "pause violations", st.PauseViolations)
 	// Output:
 	// crawler: fetched 20 throttled 1
 	// server: accepted 20 rejected 1 pause violations 0
@@ -117,4 +117,41 @@ func ExampleServer_HostURL() {
 	// Output:
 	// a.test 200
 	// b.test 503
+}
+
+// Every host serves redirects: to a given URL, in a loop, or in a chain of
+// hops between hosts. Each redirect is a request the host serves and counts
+// against its limit.
+func Example_redirects() {
+	srv, err := testserver.New(testserver.Config{
+		Network: testserver.Memory,
+		Hosts:   map[string]testserver.Policy{"a.test": {}, "b.test": {}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+
+	c := srv.Client()
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	url := "http://a.test/redirect/hop?n=3&hosts=a.test,b.test"
+	for {
+		resp, err := c.Get(url)
+		if err != nil {
+			log.Fatal(err)
+		}
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode, url)
+		if resp.StatusCode != http.StatusFound {
+			break
+		}
+		url = resp.Header.Get("Location")
+	}
+	fmt.Println("a.test accepted", len(srv.Stats("a.test").Accepted), "b.test accepted", len(srv.Stats("b.test").Accepted))
+	// Output:
+	// 302 http://a.test/redirect/hop?n=3&hosts=a.test,b.test
+	// 302 http://b.test/redirect/hop?n=2&hosts=a.test,b.test
+	// 302 http://a.test/redirect/hop?n=1&hosts=a.test,b.test
+	// 200 http://b.test/page/1
+	// a.test accepted 2 b.test accepted 2
 }

@@ -33,7 +33,7 @@ type host struct {
 
 	requests, robots, maxInFlight, violations, banCount int
 	byStatus                                            map[int]int
-	accepted                                            []time.Duration
+	accepted, rejected                                  []time.Duration
 	perSecond                                           []int
 }
 
@@ -87,8 +87,15 @@ func (h *host) count(status int) {
 	h.byStatus[status]++
 }
 
-// rejected feeds the ban counter. h.mu must be held.
-func (h *host) rejected(e time.Duration) {
+// reject records a request that the limit or a ban refused. h.mu must be
+// held.
+func (h *host) reject(e time.Duration, status int) {
+	h.rejected = append(h.rejected, e)
+	h.count(status)
+}
+
+// feedBan feeds the ban counter with a rejection at e. h.mu must be held.
+func (h *host) feedBan(e time.Duration) {
 	b := h.pol.Ban
 	if b == nil {
 		return
@@ -197,6 +204,7 @@ func (h *host) stats(e time.Duration) Stats {
 		Requests:        h.requests,
 		ByStatus:        make(map[int]int, len(h.byStatus)),
 		Accepted:        append([]time.Duration(nil), h.accepted...),
+		Rejected:        append([]time.Duration(nil), h.rejected...),
 		MaxInFlight:     h.maxInFlight,
 		PerSecond:       append([]int(nil), h.perSecond...),
 		PauseViolations: h.violations,
@@ -221,14 +229,14 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveRobots(w)
 		return
 	}
-	page, found := h.parsePath(r.URL.Path)
+	rep := h.resolve(r.URL)
 
 	h.mu.Lock()
 	now := time.Now() // under the lock, so that arrivals are in time order
 	e := now.Sub(s.start)
 	h.arrive(e)
 	if e < h.banUntil {
-		h.count(http.StatusForbidden)
+		h.reject(e, http.StatusForbidden)
 		qh := h.quota(e)
 		h.mu.Unlock()
 		qh.write(w.Header())
@@ -242,8 +250,8 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if pause > 0 {
 			h.announce(e, e+pause)
 		}
-		h.rejected(e)
-		h.count(status)
+		h.feedBan(e)
+		h.reject(e, status)
 		qh := h.quota(e)
 		h.mu.Unlock()
 		hdr := w.Header()
@@ -263,11 +271,7 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.perSecond = append(h.perSecond, 0)
 	}
 	h.perSecond[sec]++
-	status := http.StatusOK
-	if !found {
-		status = http.StatusNotFound
-	}
-	h.count(status)
+	h.count(rep.status)
 	qh := h.quota(e)
 	h.mu.Unlock()
 	defer func() {
@@ -281,12 +285,19 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// let the server send an empty 200.
 		panic(http.ErrAbortHandler)
 	}
-	qh.write(w.Header())
-	if !found {
+	hdr := w.Header()
+	qh.write(hdr)
+	switch rep.status {
+	case http.StatusOK:
+		writeBody(w, http.StatusOK, "text/html; charset=utf-8", renderPage(h.name, rep.page, h.pol.Site))
+	case http.StatusFound:
+		hdr["Location"] = []string{rep.location}
+		writeBody(w, http.StatusFound, "text/plain; charset=utf-8", []byte("302 Found\n"))
+	case http.StatusBadRequest:
+		writeBody(w, http.StatusBadRequest, "text/plain; charset=utf-8", []byte("400 bad request: testserver: "+rep.msg+"\n"))
+	default:
 		writeBody(w, http.StatusNotFound, "text/plain; charset=utf-8", []byte("404 page not found\n"))
-		return
 	}
-	writeBody(w, http.StatusOK, "text/html; charset=utf-8", renderPage(h.name, page, h.pol.Site))
 }
 
 func (h *host) serveRobots(w http.ResponseWriter) {
@@ -312,7 +323,8 @@ func (h *host) serveRobots(w http.ResponseWriter) {
 	writeBody(w, h.robotsStatus, "text/plain; charset=utf-8", h.robotsBody)
 }
 
-// parsePath maps "/" to page -1 and "/page/N" to N.
+// parsePath maps "/" to page -1 and "/page/N" to N, N in canonical decimal
+// (no sign, no leading zero) and below Site.Pages.
 func (h *host) parsePath(p string) (page int, found bool) {
 	if p == "/" {
 		return -1, true

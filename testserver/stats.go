@@ -14,9 +14,18 @@ type Stats struct {
 	// the client gives up during the latency.
 	ByStatus map[int]int
 	// Accepted holds the arrival times of the requests the limit admitted,
-	// in order. They are answered 200, or 404 for a path not on the site;
+	// in order. They are answered 200, 302 by a redirect endpoint, 400 for
+	// a malformed redirect request, or 404 for a path not on the site;
 	// robots.txt is not included.
 	Accepted []time.Duration
+	// Rejected holds the arrival times of the requests the host refused, in
+	// order, on the clock of Accepted: those answered with the excess status
+	// (Excess.Status; 429, or 503 for a Concurrency limit, by default) and,
+	// during a ban, the 403 block pages. Every request but robots.txt is in
+	// exactly one of Accepted and Rejected, so len(Accepted) +
+	// len(Rejected) == Requests - Robots. It costs one time.Duration per
+	// rejection, as Accepted does per admission.
+	Rejected []time.Duration
 	// MaxInFlight is the most admitted requests the host served at once.
 	MaxInFlight int
 	// PerSecond counts admitted requests per second since the start:

@@ -73,7 +73,8 @@ Runs an origin with hidden limits on loopback (one listener per host, all
 with the same policy), prints each host's URL, serves until Ctrl-C or
 -duration, then prints what each host saw. "-rate N" alone is a fixed window
 of N requests per second. Requests other than /robots.txt count against the
-limit; "/" and /page/N form a crawlable site.
+limit; "/" and /page/N form a crawlable site, and /redirect?to=URL,
+/redirect/loop and /redirect/hop?n=K&hosts=H1,H2 answer redirects.
 
 flags:
 `
