@@ -45,7 +45,7 @@ const (
 	minProbeGap  = 10 * time.Second
 	ringSlots    = 16 // accepted-rate ring: 16 slots of 125 ms = 2 s
 	slotDur      = 125 * time.Millisecond
-	measureSlots = 8 // the last second
+	measureSlots = 8   // the last second
 	bigDrop      = 0.7 // a measurement under this share of the estimate is a capacity drop
 )
 
@@ -79,7 +79,7 @@ type lawState struct {
 
 	lastDecrease time.Time
 	downStep     float64 // the last small step down
-	lastPause time.Duration
+	lastPause    time.Duration
 
 	// round accounting: a round is clean if no signal arrived for a
 	// request sent in it, and binding if a caller waited for a token in it.

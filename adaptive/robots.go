@@ -171,4 +171,3 @@ func (c *Controller) applyCrawlDelay(req *http.Request, d time.Duration) {
 	s.syncRate(now)
 	s.mu.Unlock()
 }
-
