@@ -8,32 +8,36 @@ import (
 // The control law, per scope. All of it runs under the scope's mutex and
 // takes an explicit now; nothing here sleeps.
 //
-// Rate. A rate limiter accepts min(sent, capacity) per unit of time, so the
-// accepted rate measured while throttled is a direct measurement of the
-// capacity. The law keeps an estimate est of it and sends at est·(1−margin):
+// Rate (429 is its signal). A rate limiter accepts min(sent, capacity) per
+// unit of time, and a throttle at sending rate s proves the capacity is below
+// s. The law keeps est, the highest rate it believes clean, and sends at it:
 //
 //   - slow start: with no estimate, the rate doubles after every clean round
 //     (a round lasts max(1 s, 2·RTT), long enough for the answers to the
 //     requests sent at the new rate to come back) in which the rate was the
 //     bottleneck;
-//   - on the first throttle, est = the accepted rate over the last second,
-//     but at least half the rate the throttled request was sent at (slow
-//     start overshoots by at most 2×);
-//   - later throttles: a throttle at a rate above est is a failed probe and
-//     only re-measures est; a throttle at a rate once judged clean (the
-//     capacity fell, or a burst allowance flattered the estimate) steps est
-//     down by the margin, or to the measurement if that is lower still;
-//   - probing: after a clean probe interval the rate goes est·(1+step) for a
-//     round; if that round is clean, est moves up by step and the next step
-//     doubles, so a capacity that grew is found in a few probes. The probe
-//     interval is sized so that the pause a failed probe costs stays under
-//     probeBudget of the time: max(10 s, last pause / probeBudget).
+//   - first throttle: est = max(min(A, s), s/2)·(1−margin), A being the
+//     accepted rate over the last second (slow start overshoots by at most
+//     2×, and A reads high when its second straddles two server windows);
+//   - a throttle at a rate judged clean: a small step down from min(est, s),
+//     3 %, growing by 3 % for each throttle that follows the last decrease
+//     within four rounds (the step was not enough);
+//   - a throttle with A below 70 % of est: the capacity fell; est = A, a
+//     lower bound, and probing restarts fast;
+//   - probing: after a probe gap the rate goes est·(1+step) for a round; if
+//     that round is clean est moves up by step, the step doubles and the
+//     next probe comes after two rounds (clean probes are cheap). A failed
+//     probe leaves est as it was and resets the step. The gap after a
+//     throttle keeps the pause a failed probe costs under probeBudget of
+//     the time: max(10 s, last pause / probeBudget).
 //
-// Concurrency. AIMD: slow start (+1 per success) up to the first decrease,
-// then +1 per window of successes (+1/limit per success), and only while the
-// limit is in use. An overload (503, 502, 504, transport failure) sets the
-// limit to what was in flight just before the failed request, halves it if
-// overloads come in a row, and holds increases for Config.Hold.
+// Concurrency (503 / 502 / 504 and transport failures are its signal). AIMD:
+// slow start (+1 per success) up to the first decrease, then +1 per window of
+// successes (+1/limit per success), and only while the limit is in use. An
+// overload sets the limit to what was in flight just before the failed
+// request, halves it if overloads come in a row, and holds every increase for
+// max(Config.Hold, pause / probeBudget). Little's law couples the two
+// controls, so a rate limiter that answers 503 is still held under its rate.
 //
 // Decreases of either kind happen at most once per window: every request
 // carries the epoch it was sent in, and a signal from a request sent before
