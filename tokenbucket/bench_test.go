@@ -80,6 +80,7 @@ func BenchmarkWaitUncontended(b *testing.B) {
 // parallel64 runs take from about 64 goroutines.
 func parallel64(b *testing.B, take func(now time.Time) bool) {
 	b.ReportAllocs()
+	b.ResetTimer()
 	b.SetParallelism(max(1, (64+runtime.GOMAXPROCS(0)-1)/runtime.GOMAXPROCS(0)))
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -115,6 +116,7 @@ func BenchmarkTake10kKeys(b *testing.B) {
 	keys := benchKeys(10_000)
 	run := func(b *testing.B, take func(key string, now time.Time) bool) {
 		b.ReportAllocs()
+		b.ResetTimer() // not the building of the keys
 		b.RunParallel(func(pb *testing.PB) {
 			i := rand.IntN(len(keys))
 			for pb.Next() {
