@@ -212,8 +212,8 @@ func (b *Bucket) Drain(until time.Time) { b.DrainAt(time.Now(), until) }
 // tokens accrue from zero at the current rate, so the first token after a
 // drain comes one token's time (1/Rate) after until, and never a burst of
 // saved tokens. The longest deadline wins: a drain ending no later than
-// the one in force changes nothing. An until at or before now empties the
-// bucket without blocking it.
+// the one in force changes nothing (ResumeAt ends a drain early). An until
+// at or before now empties the bucket without blocking it.
 //
 // Blocked Wait callers are re-priced behind the deadline. Reservations from
 // ReserveAt keep their slot, but their DelayFrom reports at least the time
@@ -250,6 +250,33 @@ func (b *Bucket) drainLocked(now, until time.Time) {
 	if until.After(b.until) {
 		b.until = until
 	}
+	b.reserveQueuedLocked(now, nil)
+}
+
+// Resume is shorthand for ResumeAt(time.Now()).
+func (b *Bucket) Resume() { b.ResumeAt(time.Now()) }
+
+// ResumeAt ends a drain early, for when the reason for it is gone (the
+// proxy was rotated, say): the bucket grants again from now on, with tokens
+// accruing from zero at now, and blocked Wait callers are re-priced. It does
+// nothing if the Bucket is not drained at now. DrainAt cannot do this: a
+// shorter drain never shortens the one in force.
+func (b *Bucket) ResumeAt(now time.Time) {
+	b.mu.Lock()
+	b.resumeLocked(now)
+	b.mu.Unlock()
+}
+
+func (b *Bucket) resumeLocked(now time.Time) {
+	b.touchLocked(now)
+	if !now.Before(b.until) {
+		return
+	}
+	b.unreserveLocked(now, now, b.until)
+	b.until = now
+	// The limiter's clock stands at the old deadline; bring it back to now,
+	// tokens (zero, or less for outstanding reservations) unchanged.
+	b.lim.SetBurstAt(now, b.lim.Burst())
 	b.reserveQueuedLocked(now, nil)
 }
 

@@ -243,3 +243,25 @@ func TestReserveAtDrained(t *testing.T) {
 	r.CancelAt(at(600))
 	assert.Equal(t, 1500*time.Millisecond, b.ReserveAt(at(600)).DelayFrom(at(600)))
 }
+
+func TestResumeAt(t *testing.T) {
+	b := tokenbucket.NewBucket(10, 5)
+	b.ResumeAt(at(0)) // not drained: nothing happens
+	assert.Equal(t, 5.0, b.TokensAt(at(0)))
+
+	b.DrainAt(at(0), at(60_000))
+	b.DrainAt(at(0), time.Time{}) // cannot shorten it
+	assert.False(t, b.AllowAt(at(30_000)))
+
+	b.ResumeAt(at(30_000))
+	assert.Equal(t, at(30_000), b.DrainedUntil())
+	assert.Equal(t, 0.0, b.TokensAt(at(30_000)), "resumes from zero")
+	assert.False(t, b.AllowAt(at(30_099)))
+	assert.True(t, b.AllowAt(at(30_100)))
+	assert.Equal(t, 5.0, b.TokensAt(at(40_000)))
+
+	r := mustNew(t, tokenbucket.Config{Rate: 1})
+	r.DrainAt("k", at(0), at(60_000))
+	r.ResumeAt("k", at(1000))
+	assert.True(t, r.AllowAt("k", at(2000)))
+}

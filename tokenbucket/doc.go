@@ -18,7 +18,7 @@
 //
 //   - DrainAt empties the bucket and blocks it until a deadline; the longest
 //     deadline wins; afterwards tokens accrue from zero, so there is no
-//     burst of saved tokens at resume.
+//     burst of saved tokens at resume. ResumeAt ends a drain early.
 //   - Blocked Wait callers form a queue that is re-priced at once, in
 //     arrival order, when the rate changes, the bucket is drained or a
 //     caller ahead gives up. With rate.Limiter, reservations keep the price

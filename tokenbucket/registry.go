@@ -196,6 +196,16 @@ func (r *Registry) DrainAt(key string, now, until time.Time) {
 	b.mu.Unlock()
 }
 
+// Resume is shorthand for ResumeAt(key, time.Now()).
+func (r *Registry) Resume(key string) { r.ResumeAt(key, time.Now()) }
+
+// ResumeAt ends the drain of key early; see Bucket.ResumeAt.
+func (r *Registry) ResumeAt(key string, now time.Time) {
+	b := r.lock(key, now)
+	b.resumeLocked(now)
+	b.mu.Unlock()
+}
+
 // Len returns the number of keys held.
 func (r *Registry) Len() int {
 	r.mu.RLock()

@@ -375,3 +375,16 @@ func TestWaitManyCallersKeepTheRate(t *testing.T) {
 		}
 	})
 }
+
+func TestWaitResumeRepricesQueuedCallers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := tokenbucket.NewBucket(1, 1)
+		start := time.Now()
+		b.Drain(start.Add(time.Hour))
+		time.AfterFunc(10*time.Second, b.Resume)
+		took, errs := waitAll(t, b, contexts(2)...)
+		require.NoError(t, errs[0])
+		require.NoError(t, errs[1])
+		assert.Equal(t, []time.Duration{11 * time.Second, 12 * time.Second}, took)
+	})
+}
