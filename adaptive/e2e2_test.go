@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -120,6 +121,9 @@ func TestNoLeakedSlots(t *testing.T) {
 			defer func() { _ = recover() }()
 			_ = c.Visit(a + "/page/3?panic")
 		}()
+		// redirects across hosts: each hop is a request to its own host
+		_ = c.Visit(a + "/redirect?to=" + url.QueryEscape(b+"/page/1"))
+		_ = c.Visit(a + "/redirect/hop?n=4&hosts=a.test,b.test")
 		// cache hits
 		dir := t.TempDir()
 		cc := c.Clone()
