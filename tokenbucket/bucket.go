@@ -405,7 +405,7 @@ func (r *Reservation) CancelAt(now time.Time) {
 // Bucket (Rate 0 with no token left, or Burst 0 with a finite rate) Wait
 // blocks until SetRateAt opens it, or fails at once if ctx has a deadline.
 func (b *Bucket) Wait(ctx context.Context) error {
-	return b.wait(ctx, false)
+	return b.wait(ctx, time.Now(), false)
 }
 
 // A waiter is one blocked Wait call. All fields are guarded by the Bucket's
@@ -428,14 +428,13 @@ type queue struct {
 
 func wrapCtx(err error) error { return fmt.Errorf("tokenbucket: wait: %w", err) }
 
-// wait implements Wait. With registry set it returns errEvicted, before
-// queueing, when b has been evicted from its Registry.
-func (b *Bucket) wait(ctx context.Context, registry bool) error {
+// wait implements Wait, now being time.Now(). With registry set it returns
+// errEvicted, before queueing, when b has been evicted from its Registry.
+func (b *Bucket) wait(ctx context.Context, now time.Time, registry bool) error {
 	if err := ctx.Err(); err != nil {
 		return wrapCtx(err)
 	}
 	deadline, _ := ctx.Deadline()
-	now := time.Now()
 
 	b.mu.Lock()
 	if registry && b.dead {

@@ -163,8 +163,8 @@ func (r *Registry) ReserveAt(key string, now time.Time) Reservation {
 // Wait blocks until key grants a token; see Bucket.Wait.
 func (r *Registry) Wait(ctx context.Context, key string) error {
 	for {
-		b := r.bucket(key, time.Now())
-		if err := b.wait(ctx, true); err != errEvicted {
+		now := time.Now()
+		if err := r.bucket(key, now).wait(ctx, now, true); err != errEvicted {
 			return err
 		}
 	}
