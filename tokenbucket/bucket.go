@@ -31,7 +31,8 @@ var errEvicted = errors.New("tokenbucket: bucket evicted")
 //
 //   - DrainAt, for a 429: the bucket is emptied and grants nothing until a
 //     deadline (the longest deadline wins); afterwards tokens accrue from
-//     zero, so the scope ramps back instead of bursting.
+//     zero, so the scope ramps back instead of bursting. ResumeAt ends a
+//     drain early.
 //   - Blocked Wait callers are re-priced: when the rate changes, the bucket
 //     is drained, or a waiter ahead gives up, every queued caller gets a new
 //     time at the current rate, in arrival order. A rate cut therefore takes
