@@ -1,0 +1,247 @@
+// Convergence is the reference scenario of package adaptive, end to end: one
+// Colly collector made polite with one line, adaptive.Attach, against a host
+// whose limit it is not told.
+//
+// The host (the bundled testserver, on real loopback sockets) admits 30
+// requests per second in fixed one-second windows, answers 429 with
+// Retry-After beyond that and takes 350 ms per page. Forty goroutines visit
+// distinct pages through the one collector as fast as it lets them. The
+// controller starts slowly, overshoots once, measures the capacity from
+// what the server accepted and settles just under it; after that the server
+// hardly ever has to say no.
+//
+// Run it from the repository root:
+//
+//	go run ./examples/convergence                 # 40 s, writes convergence.png
+//	go run ./examples/convergence -short          # 6 s smoke run
+//	go run ./examples/convergence -out ""         # no picture
+//
+// Every 2 s it prints the concurrency limit, the requests in flight, the
+// pacing rate, the pages fetched and the 429s so far; at the end, the
+// goodput after the warm-up (10 s, or half the run with -short) against the
+// hidden 30/s, the share of requests rejected and the pause violations (requests
+// sent while a Retry-After was still in force). The picture shows the
+// limit, the rate, the accepted throughput and the 429s over time.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+
+	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/testserver"
+)
+
+// The hidden capacity and the load, as in the reference scenario S1.
+const (
+	host     = "a.test"
+	capacity = 30 // requests per one-second window
+	latency  = 350 * time.Millisecond
+	pages    = 1000 // the host's site: /page/0 .. /page/999
+)
+
+func main() {
+	duration := flag.Duration("duration", 40*time.Second, "how long to crawl")
+	warmup := flag.Duration("warmup", 10*time.Second, "time left out of the goodput figures")
+	workers := flag.Int("workers", 40, "goroutines visiting pages")
+	out := flag.String("out", "convergence.png", `PNG to write ("" for none)`)
+	short := flag.Bool("short", false, "a 6 s smoke run (warm-up: half of it)")
+	flag.Parse()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *short {
+		if !set["duration"] {
+			*duration = 6 * time.Second
+		}
+		if !set["warmup"] {
+			*warmup = *duration / 2
+		}
+	}
+	if *warmup >= *duration {
+		*warmup = *duration / 2
+	}
+
+	srv, err := testserver.New(testserver.Config{
+		Network: testserver.Loopback,
+		Hosts: map[string]testserver.Policy{host: {
+			Limit:   testserver.Limit{Kind: testserver.FixedWindow, N: capacity, Window: time.Second},
+			Latency: testserver.Latency{Base: latency},
+			Site:    testserver.Site{Pages: pages},
+		}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// The whole integration: a collector on the server's transport, and one
+	// line. robots.txt is off so that the run is about the hidden limit only.
+	c := colly.NewCollector(colly.AllowURLRevisit(), colly.StdlibContext(ctx))
+	c.WithTransport(srv.Transport())
+	ctrl := adaptive.Attach(c, adaptive.WithRobots(false))
+	if err := ctrl.Err(); err != nil {
+		log.Fatal(err)
+	}
+
+	var ok, failed atomic.Int64
+	c.OnResponse(func(*colly.Response) { ok.Add(1) })
+	c.OnError(func(_ *colly.Response, err error) {
+		if !errors.Is(err, context.Canceled) { // the end of the run is not a failure
+			failed.Add(1)
+		}
+	})
+
+	fmt.Printf("hidden limit: %d req/s (fixed window), latency %v; %d workers, one collector, %v\n\n",
+		capacity, latency, *workers, *duration)
+	fmt.Printf("%5s %6s %9s %7s %7s %6s\n", "t", "limit", "inflight", "rate", "ok", "429s")
+
+	base := srv.HostURL(host)
+	start := srv.Elapsed() // the server's clock: Stats and the fixed windows use it
+	end := start + *duration
+
+	var wg sync.WaitGroup
+	var seq atomic.Int64
+	for range *workers {
+		wg.Go(func() {
+			for ctx.Err() == nil && srv.Elapsed() < end {
+				n := seq.Add(1) % pages
+				t0 := time.Now()
+				if err := c.Visit(fmt.Sprintf("%s/page/%d", base, n)); err != nil && time.Since(t0) < time.Millisecond {
+					sleep(ctx, 100*time.Millisecond) // a refusal without waiting: do not spin
+				}
+			}
+		})
+	}
+
+	// Sample every 250 ms on the server's clock, print every 2 s, and stop
+	// the workers at the end: cancelling ctx ends the polite waits and the
+	// requests in flight.
+	var samples []sample
+	var warm testserver.Stats // the server's counts at the end of the warm-up
+	for i := 1; ; i++ {
+		at := start + time.Duration(i)*sampleEvery
+		if at > end {
+			break
+		}
+		sleep(ctx, at-srv.Elapsed())
+		st := srv.Stats(host)
+		snap, _ := ctrl.Snapshot(scopeOf(base))
+		s := sample{t: at - start, limit: snap.Limit, inflight: snap.InFlight, rate: snap.Rate,
+			ok: ok.Load(), rejected: st.ByStatus[429]}
+		samples = append(samples, s)
+		if at-start <= *warmup {
+			warm = st
+		}
+		if i%(int(printEvery/sampleEvery)) == 0 {
+			fmt.Printf("%4.0fs %6.1f %9d %7.1f %7d %6d\n", s.t.Seconds(), s.limit, s.inflight, s.rate, s.ok, s.rejected)
+		}
+	}
+	cancel()
+	if !waitFor(&wg, 15*time.Second) {
+		fmt.Println("workers still busy 15 s after the end: closing the server")
+		srv.Close()
+		if !waitFor(&wg, 5*time.Second) {
+			fmt.Println("workers did not stop")
+			os.Exit(1)
+		}
+	}
+
+	st := srv.Stats(host)
+	from, to := start+*warmup, end
+	secs := (to - from).Seconds()
+	good := float64(countIn(st.Accepted, from, to)) / secs
+	rej := st.ByStatus[429] - warm.ByStatus[429]
+	sent := st.Requests - warm.Requests
+	fmt.Printf("\nafter the %v warm-up (%v of crawling):\n", *warmup, *duration-*warmup)
+	fmt.Printf("  goodput           %.2f req/s = %.1f %% of the hidden %d/s\n", good, good/capacity*100, capacity)
+	fmt.Printf("  rejected (429)    %d of %d requests = %.2f %%\n", rej, sent, pct(rej, sent))
+	fmt.Printf("whole run:\n")
+	fmt.Printf("  pages fetched     %d (%.2f req/s)\n", ok.Load(), float64(ok.Load())/duration.Seconds())
+	fmt.Printf("  429s              %d, %d of them in the warm-up\n", st.ByStatus[429], warm.ByStatus[429])
+	fmt.Printf("  failed visits     %d (429 after the retries, or an error)\n", failed.Load())
+	fmt.Printf("  pause violations  %d\n", st.PauseViolations)
+	if snap, found := ctrl.Snapshot(scopeOf(base)); found {
+		fmt.Printf("  controller        limit %.1f, rate %.2f req/s, capacity estimate %.2f req/s, %d in flight\n",
+			snap.Limit, snap.Rate, snap.Estimate, snap.InFlight)
+	}
+
+	if *out != "" {
+		if err := writePlot(*out, samples, st.PerSecond, start, *duration, *workers); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("  picture           %s\n", *out)
+	}
+}
+
+const (
+	sampleEvery = 250 * time.Millisecond
+	printEvery  = 2 * time.Second
+)
+
+// sample is the state at one instant: the controller's, and the counts so
+// far.
+type sample struct {
+	t        time.Duration // since the start of the crawl
+	limit    float64
+	inflight int
+	rate     float64
+	ok       int64
+	rejected int // 429s
+}
+
+// scopeOf is the controller's scope key of a base URL "http://host:port".
+func scopeOf(base string) string { return adaptive.NormalizeHost("http", base[len("http://"):]) }
+
+func countIn(ts []time.Duration, from, to time.Duration) int {
+	n := 0
+	for _, t := range ts {
+		if t >= from && t < to {
+			n++
+		}
+	}
+	return n
+}
+
+func pct(n, of int) float64 {
+	if of == 0 {
+		return 0
+	}
+	return float64(n) / float64(of) * 100
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// waitFor waits for wg at most d and reports whether it finished.
+func waitFor(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
