@@ -327,3 +327,23 @@ func TestRegistryBoundWithHotKeys(t *testing.T) {
 	t.Logf("max Len %d; keys touched in 2×IdleTTL %d", maxLen, touchedIn2TTL)
 	assert.LessOrEqual(t, maxLen, touchedIn2TTL*4/3+1)
 }
+
+func TestRegistryEvictAtEdges(t *testing.T) {
+	r := mustNew(t, tokenbucket.Config{Rate: rate.Inf, IdleTTL: time.Second})
+	assert.Equal(t, 0, r.EvictAt(at(0)), "empty")
+	r.AllowAt("k", at(0))
+	assert.Equal(t, 1, r.EvictAt(at(1000)), "a rate.Inf bucket is always full")
+
+	// A burst of keys, then all evicted: the map is rebuilt small (memory
+	// is given back), and the Registry works on.
+	r = mustNew(t, tokenbucket.Config{Rate: 1, IdleTTL: time.Second})
+	for i := range 5000 {
+		r.GetAt(strconv.Itoa(i), at(0))
+	}
+	r.GetAt("late", at(500))
+	assert.Equal(t, 5000, r.EvictAt(at(1000)))
+	assert.Equal(t, 1, r.Len())
+	assert.Equal(t, 1, r.EvictAt(at(1500)))
+	assert.True(t, r.AllowAt("0", at(2000)))
+	assert.Equal(t, 1, r.Len())
+}
