@@ -243,7 +243,7 @@ func (c *Controller) Unpark(scopeKey string) bool {
 	s.mu.Lock()
 	s.parked, s.parkedUntil, s.blockRow = false, time.Time{}, 0
 	s.pausedUntil, s.pauseReason = time.Time{}, ReasonNone
-	s.bucket.DrainAt(time.Now(), time.Time{})
+	s.bucket.ResumeAt(time.Now())
 	if len(s.queue) > 0 {
 		s.queue[0].nudge()
 	}

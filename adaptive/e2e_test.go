@@ -129,8 +129,15 @@ func TestRetryAfterAboveCeilingFailsFast(t *testing.T) {
 		before := srv.Stats("a.test").Requests
 		assert.ErrorIs(t, c.Visit(a+"/page/3"), adaptive.ErrPaused)
 		assert.Equal(t, before, srv.Stats("a.test").Requests)
+		// Unpark clears the pause and the drained bucket: the next request
+		// goes out at once (and meets the server's hour-long window: 429)
+		assert.True(t, ctrl.Unpark(se.Scope))
+		t0 := time.Now()
+		_ = c.Visit(a + "/page/4")
+		assert.Equal(t, before+1, srv.Stats("a.test").Requests, "sent after Unpark")
+		assert.Less(t, time.Since(t0), time.Second)
 		mu.Lock()
-		require.Len(t, errs, 2)
+		require.Len(t, errs, 3)
 		assert.ErrorIs(t, errs[0], adaptive.ErrPaused)
 		mu.Unlock()
 		// b keeps its full speed
@@ -172,6 +179,13 @@ func TestBlocksParkScope(t *testing.T) {
 		assert.True(t, ctrl.Unpark(key))
 		snap3, _ := ctrl.Snapshot(key)
 		assert.False(t, snap3.Parked)
+		// un-parked means sendable at once: no pause or drained bucket left
+		assert.True(t, snap3.PausedUntil.IsZero() || !snap3.PausedUntil.After(time.Now()))
+		before := srv.Stats("a.test").Requests
+		start := time.Now()
+		_ = c.Visit(a + "/page/7")
+		assert.Equal(t, before+1, srv.Stats("a.test").Requests, "the request after Unpark is sent")
+		assert.Less(t, time.Since(start), time.Second, "and not held by a leftover drain")
 		assertIdle(t, ctrl)
 	})
 }
