@@ -3,6 +3,7 @@ package adaptive
 import (
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"math"
 	"net/http"
 	"os"
@@ -132,6 +133,11 @@ type Config struct {
 	// 0 means 10 minutes.
 	IdleTTL time.Duration
 
+	// Seed seeds the per-scope random source of the resume jitter. 0 means
+	// a random seed, so that separate processes crawling one host do not
+	// resume in step; tests set it for reproducible runs.
+	Seed uint64
+
 	// EventBuffer is the capacity of each event stream. 0 means 256.
 	EventBuffer int
 	// Logger, if set, receives the time series of decisions (time, scope,
@@ -174,6 +180,9 @@ func WithAttemptTimeout(d time.Duration) Option { return func(c *Config) { c.Att
 
 // WithMaxPause sets the longest pause a request waits for.
 func WithMaxPause(d time.Duration) Option { return func(c *Config) { c.MaxPause = d } }
+
+// WithSeed seeds the resume jitter, for reproducible runs.
+func WithSeed(seed uint64) Option { return func(c *Config) { c.Seed = seed } }
 
 // WithRate sets the default rule's rate ceiling (requests per second).
 func WithRate(perSecond float64) Option { return func(c *Config) { c.Default.Rate = perSecond } }
@@ -380,6 +389,9 @@ func (c Config) resolve() (*settings, error) {
 	}
 	if s.Scope == nil {
 		s.Scope = ScopeHost
+	}
+	if s.Seed == 0 {
+		s.Seed = rand.Uint64()
 	}
 	if s.Classifier == nil {
 		s.Classifier = &classify.Classifier{}

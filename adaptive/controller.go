@@ -84,7 +84,7 @@ func (c *Controller) scope(key, host string, now time.Time) *scope {
 	}
 	c.sweepLocked(now)
 	h, _ := splitHostPort(host)
-	s = newScope(key, c.st.ruleFor(h), now)
+	s = newScope(key, c.st.ruleFor(h), now, c.st.Seed)
 	c.scopes[key] = s
 	return s
 }

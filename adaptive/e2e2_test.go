@@ -83,10 +83,7 @@ func TestTwoHostsIsolation(t *testing.T) {
 	}
 	solo, shared := alone(false), alone(true)
 	t.Logf("a alone %.2f/s, a beside a throttled host %.2f/s", solo, shared)
-	// Target: >= 95 % of what a gets alone. Two separate runs each vary by
-	// a few per cent (measured a-alone 17.1-18.4/s of 20), so the bound
-	// that holds run after run is 90 %; the gap is reported in the issue.
-	assert.GreaterOrEqual(t, shared, 0.90*solo)
+	assert.GreaterOrEqual(t, shared, 0.95*solo)
 }
 
 // Behaviour 10: never a leaked slot.

@@ -144,11 +144,8 @@ func TestRetryAfterAboveCeilingFailsFast(t *testing.T) {
 		crawl(t, c, 10, 30*time.Second, srv.HostURL("b.test"))
 		bst := srv.Stats("b.test")
 		good := float64(window(bst, start.Sub(start)+10*time.Second, 30*time.Second)) / 20
-		// Target: b at full speed. Measured 93-96 % of its hidden 20/s over
-		// 20 s in repeated runs (a fixed window with zero latency is the
-		// noisiest case for the rate law); the bound below is what holds
-		// run after run, the gap to 95 % is reported in the issue.
-		assert.GreaterOrEqual(t, good, 0.90*20, "b goodput %.2f/s", good)
+		t.Logf("b goodput %.2f/s beside the parked host", good)
+		assert.GreaterOrEqual(t, good, 0.95*20, "b goodput %.2f/s", good)
 		assertIdle(t, ctrl)
 	})
 }
@@ -233,12 +230,7 @@ func TestCapacityDrop(t *testing.T) {
 		good := float64(window(st, 35*time.Second, 60*time.Second)) / 25
 		late := st.ByStatus[429] - at35.ByStatus[429]
 		t.Logf("after drop: goodput %.2f/s, 429s by 35 s %d, after %d", good, at35.ByStatus[429], late)
-		// Target (issue 4, behaviour 7): >= 90 % of 10/s. Measured 85-99 %
-		// over [35 s, 60 s] in repeated runs: after the drop the estimate
-		// is a lower bound that fast probes raise, and a probe that fails
-		// costs a whole 1 s Retry-After. The bound below holds run after
-		// run; the gap is reported in the issue.
-		assert.GreaterOrEqual(t, good, 0.8*10)
+		assert.GreaterOrEqual(t, good, 0.9*10)
 		// rejections stop within 5 s of the drop
 		assert.LessOrEqual(t, float64(late), 0.01*float64(st.Requests-at35.Requests)+1)
 		assertIdle(t, ctrl)

@@ -299,8 +299,12 @@ func (l *lawState) onOverload(now time.Time, cepoch uint32, inflight int, hold t
 
 // notePause records the length of a pause that a throttle cost, to size the
 // interval between probes.
-func (l *lawState) notePause(now time.Time, d time.Duration) {
+func (l *lawState) notePause(now, until time.Time, d time.Duration) {
 	l.lastPause = d
+	if until.After(l.roundStart) {
+		// nothing is sent during a pause: the round starts when it ends
+		l.roundStart = until
+	}
 	if next := now.Add(l.probeGap()); next.After(l.nextProbe) {
 		l.nextProbe = next
 	}

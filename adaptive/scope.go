@@ -3,6 +3,7 @@ package adaptive
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -61,6 +62,8 @@ type scope struct {
 	parked      bool
 	parkedUntil time.Time // zero with parked: until Unpark
 
+	rng *rand.Rand // resume jitter; guarded by mu
+
 	counts   [classCount]uint64
 	lastUsed time.Time
 	dead     bool // evicted: look the key up again
@@ -89,8 +92,10 @@ type permit struct {
 	probe       bool
 }
 
-func newScope(key string, r *rule, now time.Time) *scope {
-	s := &scope{key: key, ruleCeil: r.Rate, lastUsed: now}
+func newScope(key string, r *rule, now time.Time, seed uint64) *scope {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	s := &scope{key: key, ruleCeil: r.Rate, lastUsed: now, rng: rand.New(rand.NewPCG(seed, h.Sum64()))}
 	s.law.init(r, now)
 	s.curRate = s.effectiveRate(now)
 	s.bucket = tokenbucket.NewBucket(rate.Limit(s.curRate), 1)
@@ -414,7 +419,7 @@ func (s *scope) pauseAfter(now time.Time, o outcome, st *settings, r *reaction) 
 	}
 	r.paused, r.reason = d, reason
 	if d <= st.MaxPause {
-		s.law.notePause(now, d)
+		s.law.notePause(now, s.pausedUntil, d)
 	}
 }
 
@@ -429,7 +434,7 @@ func (s *scope) jitter(d time.Duration, st *settings) time.Duration {
 	if j <= 0 {
 		return 0
 	}
-	return rand.N(j)
+	return time.Duration(s.rng.Uint64N(uint64(j)))
 }
 
 // applyQuota turns honest quota headers into a ceiling: spread what remains
