@@ -3,8 +3,8 @@ package adaptive
 import (
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path"

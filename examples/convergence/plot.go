@@ -99,13 +99,13 @@ func writePlot(path string, samples []sample, perSecond []int, start, duration t
 	top.Y.Max = 1.5 * maxY(limit, inflight)
 	mid.Y.Max = 1.3 * maxY(rate, accepted, hline(capacity, 0))
 	bot.Y.Max = max(1.4*maxY(rejected), 2)
-	bot.Y.Tick.Marker = intTicks{}
 
 	plots := [][]*plot.Plot{{top}, {mid}, {bot}}
 	for _, row := range plots {
 		p := row[0]
 		p.X.Min, p.X.Max = 0, secs
 		p.X.Tick.Marker = secondTicks{}
+		p.Y.Tick.Marker = countTicks{}
 		p.Add(plotter.NewGrid())
 		p.Legend.Top = true
 		p.Legend.Left = false
@@ -187,13 +187,14 @@ func (secondTicks) Ticks(min, max float64) []plot.Tick {
 	return ticks
 }
 
-// intTicks labels whole numbers only: counts have no halves.
-type intTicks struct{}
+// countTicks labels round whole numbers (steps of 1, 2, 5, 10, 20, ...),
+// at most 8 of them: the panels show counts and rates, which read best so.
+type countTicks struct{}
 
-func (intTicks) Ticks(min, max float64) []plot.Tick {
+func (countTicks) Ticks(min, max float64) []plot.Tick {
 	step := 1.0
-	for (max-min)/step > 8 {
-		step *= 2
+	for i := 0; (max-min)/step > 8; i++ {
+		step *= [...]float64{2, 2.5, 2}[i%3]
 	}
 	var ticks []plot.Tick
 	for y := 0.0; y <= max; y += step {
