@@ -89,6 +89,14 @@ func FuzzParseQuota(f *testing.F) {
 		if q2, ok2 := ParseQuota(h, at); q2 != q || ok2 != ok {
 			t.Fatalf("not deterministic: %+v,%v then %+v,%v", q, ok, q2, ok2)
 		}
+		// the fast pre-check never hides a quota a family would find
+		if !mayHaveQuota(h) {
+			for i, fam := range quotaFamilies {
+				if _, ok := fam(h, at); ok {
+					t.Fatalf("family %d finds a quota the pre-check missed: %v", i, h)
+				}
+			}
+		}
 	})
 }
 

@@ -94,7 +94,7 @@ const (
 //
 // ok is false, with the zero Quota, when no family yields a quota.
 func ParseQuota(h http.Header, now time.Time) (Quota, bool) {
-	if len(h) == 0 {
+	if len(h) == 0 || !mayHaveQuota(h) {
 		return Quota{}, false
 	}
 	for _, f := range quotaFamilies {
@@ -106,6 +106,25 @@ func ParseQuota(h http.Header, now time.Time) (Quota, bool) {
 		}
 	}
 	return Quota{}, false
+}
+
+// quotaKeys are the fields without which no family can give a quota (each
+// family needs a remaining count, or a used count to derive it from). Checking them first makes the common
+// response, with no quota header at all, cost a few map lookups instead of
+// every family's parse: ParseQuota runs on every response the adaptive
+// controller records.
+var quotaKeys = [...]string{
+	"Ratelimit", "Ratelimit-Remaining", "X-Ratelimit-Remaining",
+	"X-Ratelimit-Used", "X-Rate-Limit-Remaining", "X-Shopify-Shop-Api-Call-Limit",
+}
+
+func mayHaveQuota(h http.Header) bool {
+	for _, k := range quotaKeys {
+		if len(h[k]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 var quotaFamilies = [...]func(http.Header, time.Time) (Quota, bool){
