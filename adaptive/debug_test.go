@@ -21,6 +21,8 @@ func TestDebugS1(t *testing.T) {
 			Latency: testserver.Latency{Base: 350 * time.Millisecond},
 		}
 		switch os.Getenv("DEBUG_S1") {
+		case "s2":
+			pol = testserver.Policy{Limit: testserver.Limit{Kind: testserver.TokenBucket, Rate: 5, Burst: 2}, Latency: testserver.Latency{Base: 10 * time.Millisecond}}
 		case "a20":
 			pol = testserver.Policy{Limit: fixedWindow(20), Latency: testserver.Latency{Base: 50 * time.Millisecond}}
 		case "b":

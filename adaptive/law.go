@@ -45,7 +45,7 @@ import (
 const (
 	margin       = 0.03 // how far under the estimate the rate sits
 	firstStep    = 0.03 // first probe above the estimate
-	probeBudget  = 0.02 // share of time a failed probe may cost in pauses
+	probeBudget  = 0.01 // share of time failed probes may cost in pauses
 	minProbeGap  = 10 * time.Second
 	ringSlots    = 16 // accepted-rate ring: 16 slots of 125 ms = 2 s
 	slotDur      = 125 * time.Millisecond

@@ -166,7 +166,9 @@ func (c *Controller) applyCrawlDelay(req *http.Request, d time.Duration) {
 	s.mu.Lock()
 	s.robCeil = 0
 	if d > 0 {
-		s.robCeil = 1 / d.Seconds()
+		// 1 % headroom (at least 5 ms): the gap the server sees is the gap
+		// we send at plus the jitter of the way there
+		s.robCeil = 1 / (d + max(d/100, 5*time.Millisecond)).Seconds()
 	}
 	s.syncRate(now)
 	s.mu.Unlock()
