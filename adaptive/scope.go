@@ -45,9 +45,9 @@ type scope struct {
 	curRate  float64   // rate the bucket was last set to
 	lastSend time.Time // when the last permit was granted
 	tat      time.Time // theoretical time of the next send (GCRA)
-	ruleCeil float64 // Rule.Rate
-	robCeil  float64 // robots.txt Crawl-delay
-	quoCeil  float64 // quota headers
+	ruleCeil float64   // Rule.Rate
+	robCeil  float64   // robots.txt Crawl-delay
+	quoCeil  float64   // quota headers
 	quoUntil time.Time
 
 	inflight int
