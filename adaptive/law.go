@@ -51,6 +51,7 @@ const (
 	slotDur      = 125 * time.Millisecond
 	measureSlots = 8   // the last second
 	bigDrop      = 0.7 // a measurement under this share of the estimate is a capacity drop
+	probeRounds  = 3   // clean rounds a probe must hold before the estimate moves
 )
 
 type phase uint8
@@ -73,13 +74,14 @@ type lawState struct {
 	overRow  int // overloads in a row with no success between
 
 	// rate
-	rate      float64 // pacing rate in force, req/s (before ceilings)
-	est       float64 // capacity estimate, 0 = unknown
-	ph        phase
-	epoch     uint32
-	step      float64
-	nextProbe time.Time
-	fastProbe bool
+	rate        float64 // pacing rate in force, req/s (before ceilings)
+	est         float64 // capacity estimate, 0 = unknown
+	ph          phase
+	epoch       uint32
+	step        float64
+	nextProbe   time.Time
+	fastProbe   bool
+	probeRounds int // clean rounds the current probe has held
 
 	lastDecrease time.Time
 	downStep     float64 // the last small step down
@@ -200,11 +202,19 @@ func (l *lawState) endRound(now time.Time) bool {
 	case steady:
 		if !now.Before(l.nextProbe) && binding {
 			l.ph = probing
+			l.probeRounds = 0
 			l.rate = l.est * (1 + l.step)
 		} else if l.rate < l.est {
 			l.rate = l.est
 		}
 	case probing:
+		if binding && l.probeRounds+1 < probeRounds {
+			// a burst allowance flatters a short clean interval: hold
+			// the probe rate for several rounds before believing it
+			l.probeRounds++
+			return false
+		}
+		l.probeRounds = 0
 		if binding {
 			// the probe rate held for a whole round: the capacity is
 			// at least that.
