@@ -20,6 +20,10 @@ type Controller struct {
 	err     error // configuration error that made Attach fall back to defaults
 	streams *streams
 	robots  *robotsCache
+	// peekBody: detectors that may read the body are configured (block-page
+	// markers, or a Classifier with Detectors of its own), so the transport
+	// shows them the first 16 KiB of bodies under 500.
+	peekBody bool
 
 	mu        sync.RWMutex
 	scopes    map[string]*scope
@@ -41,10 +45,11 @@ func New(opts ...Option) (*Controller, error) {
 
 func newController(st *settings) *Controller {
 	return &Controller{
-		st:      st,
-		streams: newStreams(st.EventBuffer),
-		robots:  newRobotsCache(),
-		scopes:  make(map[string]*scope),
+		peekBody: st.Classifier.Detectors != nil,
+		st:       st,
+		streams:  newStreams(st.EventBuffer),
+		robots:   newRobotsCache(),
+		scopes:   make(map[string]*scope),
 	}
 }
 
@@ -143,7 +148,7 @@ func (p Permit) Record(resp *http.Response, err error) {
 	if p.c == nil {
 		return
 	}
-	o := p.c.outcomeOf(resp, err, time.Now())
+	o := p.c.outcomeOf(resp, err, time.Now(), nil)
 	p.c.release(p.p, o, resp, err)
 }
 
@@ -155,11 +160,11 @@ func (p Permit) Drop() {
 	p.c.release(p.p, outcome{class: classify.Canceled}, nil, nil)
 }
 
-func (c *Controller) outcomeOf(resp *http.Response, err error, now time.Time) outcome {
+func (c *Controller) outcomeOf(resp *http.Response, err error, now time.Time, body []byte) outcome {
 	var o outcome
 	if resp != nil {
 		o.status = resp.StatusCode
-		o.class = c.st.Classifier.Classify(classify.Outcome{Status: resp.StatusCode, Header: resp.Header, Err: err})
+		o.class = c.st.Classifier.Classify(classify.Outcome{Status: resp.StatusCode, Header: resp.Header, Body: body, Err: err})
 		if o.class == classify.Throttled || o.class == classify.Overloaded {
 			o.retryAfter, o.hasRA = classify.RetryAfter(resp.Header, now)
 		}

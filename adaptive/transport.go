@@ -1,6 +1,7 @@
 package adaptive
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -136,14 +137,19 @@ func (t *Transport) attempt(p Permit, req *http.Request) (*http.Response, outcom
 	now := time.Now()
 	if err != nil {
 		cancel()
-		o := t.c.outcomeOf(nil, err, now)
+		o := t.c.outcomeOf(nil, err, now, nil)
 		if parent.Err() != nil {
 			o.class = classify.Canceled
 		}
 		t.c.release(p.p, o, nil, err)
 		return nil, o, err
 	}
-	o := t.c.outcomeOf(resp, nil, now)
+	var prefix []byte
+	var peekErr error
+	if t.c.peekBody && resp.StatusCode < 500 {
+		prefix, peekErr = peek(resp)
+	}
+	o := t.c.outcomeOf(resp, peekErr, now, prefix)
 	resp.Body = &body{rc: resp.Body, t: t, p: p.p, o: o, resp: resp, cancel: cancel, parent: parent}
 	return resp, o, nil
 }
@@ -195,3 +201,22 @@ func (b *body) finish(readErr error) {
 }
 
 func (c *Controller) robotsOn() bool { return c.st.Robots != nil && *c.st.Robots }
+
+// peekBytes is how much of a body block-page detectors see.
+const peekBytes = 16 << 10
+
+// peek reads the first peekBytes of resp's body for the detectors and puts
+// them back in front of the rest, so the caller still reads the whole body.
+func peek(resp *http.Response) ([]byte, error) {
+	buf := make([]byte, peekBytes)
+	n, err := io.ReadFull(resp.Body, buf)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		err = nil
+	}
+	buf = buf[:n]
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(buf), resp.Body), resp.Body}
+	return buf, err
+}
