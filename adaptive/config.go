@@ -133,6 +133,10 @@ type Config struct {
 	// 0 means 10 minutes.
 	IdleTTL time.Duration
 
+	// Store, if set, shares the pause gate with other collectors (see
+	// Store). nil means this controller's scopes are its own.
+	Store Store
+
 	// Seed seeds the per-scope random source of the resume jitter. 0 means
 	// a random seed, so that separate processes crawling one host do not
 	// resume in step; tests set it for reproducible runs.
@@ -180,6 +184,10 @@ func WithAttemptTimeout(d time.Duration) Option { return func(c *Config) { c.Att
 
 // WithMaxPause sets the longest pause a request waits for.
 func WithMaxPause(d time.Duration) Option { return func(c *Config) { c.MaxPause = d } }
+
+// WithStore shares the pause gate through s with every collector that uses
+// the same Store.
+func WithStore(s Store) Option { return func(c *Config) { c.Store = s } }
 
 // WithSeed seeds the resume jitter, for reproducible runs.
 func WithSeed(seed uint64) Option { return func(c *Config) { c.Seed = seed } }

@@ -127,13 +127,15 @@ func (c *Controller) Acquire(ctx context.Context, req *http.Request) (Permit, er
 		if err != nil {
 			return Permit{}, err
 		}
-		if !s.dead {
+		switch {
+		case s.dead:
+			// evicted between lookup and acquire: give the slot back, retry
+		case c.st.Store != nil && c.sharedPause(ctx, s):
+			// another collector paused this scope: wait for it here
+		default:
 			return Permit{c: c, p: p}, nil
 		}
-		// evicted between lookup and acquire: give the slot back, retry
-		s.mu.Lock()
-		s.inflight--
-		s.mu.Unlock()
+		s.untake(p)
 	}
 }
 
@@ -177,6 +179,9 @@ func (c *Controller) outcomeOf(resp *http.Response, err error, now time.Time, bo
 
 func (c *Controller) release(p permit, o outcome, resp *http.Response, err error) reaction {
 	r := p.sc.release(p, o, c.st)
+	if c.st.Store != nil && r.paused > 0 && !r.until.IsZero() {
+		c.sharePause(p.sc, r.until, r.reason)
+	}
 	if o.class.Signal() || o.class == classify.Blocked {
 		e := Event{
 			Time: time.Now(), Scope: p.sc.key, Class: o.class, Status: o.status,
@@ -324,4 +329,44 @@ func (s *scope) snapshot() Snapshot {
 		snap.ThrottledRatio = float64(t) / float64(t+ok)
 	}
 	return snap
+}
+
+// sharedPause reads the scope's shared pause just before a send, outside
+// any lock, and adopts it if it ends later than the local one. It reports
+// whether the send must wait.
+func (c *Controller) sharedPause(ctx context.Context, s *scope) bool {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	until, reason, err := c.st.Store.Pause(ctx, s.key)
+	if err != nil {
+		c.storeError("read", s.key, err)
+		return false
+	}
+	now := time.Now()
+	if !until.After(now) {
+		return false
+	}
+	s.applyPause(now, until, reason)
+	return true
+}
+
+// sharePause writes a pause decided here to the shared Store, and adopts
+// the store's answer if another collector's pause ends later.
+func (c *Controller) sharePause(s *scope, until time.Time, reason Reason) {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	got, gotReason, err := c.st.Store.ExtendPause(ctx, s.key, until, reason)
+	if err != nil {
+		c.storeError("write", s.key, err)
+		return
+	}
+	s.applyPause(time.Now(), got, gotReason)
+}
+
+func (c *Controller) storeError(op, scope string, err error) {
+	l := c.st.Logger
+	if l == nil {
+		l = slog.Default()
+	}
+	l.Warn("adaptive: store "+op+" failed; the local pause gate still holds", "scope", scope, "err", err)
 }

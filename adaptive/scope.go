@@ -69,6 +69,7 @@ type scope struct {
 	counts   [classCount]uint64
 	lastUsed time.Time
 	dead     bool // evicted: look the key up again
+
 }
 
 type waiter struct {
@@ -516,4 +517,33 @@ func (s *scope) breakerTick(now time.Time) {
 		s.breaker = BreakerHalfOpen
 		s.syncRate(now)
 	}
+}
+
+// applyPause adopts a pause announced elsewhere (the shared Store) if it
+// ends later than the one in force here.
+func (s *scope) applyPause(now, until time.Time, reason Reason) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !until.After(s.pausedUntil) || !until.After(now) {
+		return
+	}
+	s.pausedUntil, s.pauseReason = until, reason
+	s.bucket.DrainAt(now, until)
+	if len(s.queue) > 0 {
+		s.queue[0].nudge()
+	}
+}
+
+// untake gives back a slot granted by acquire but not used (the scope was
+// evicted meanwhile, or a shared pause started): no outcome is recorded.
+func (s *scope) untake(p permit) {
+	s.mu.Lock()
+	s.inflight--
+	if p.probe {
+		s.probeOut = false
+	}
+	if len(s.queue) > 0 {
+		s.queue[0].nudge()
+	}
+	s.mu.Unlock()
 }

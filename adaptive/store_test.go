@@ -1,0 +1,71 @@
+package adaptive_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/testserver"
+)
+
+// Two collectors (two controllers, as two processes would have) crawl one
+// host that announces 3 s pauses. Sharing a Store, neither sends while the
+// other's pause is in force; without one, they do.
+func TestStoreSharesPauses(t *testing.T) {
+	violations := func(store adaptive.Store) (int, int) {
+		var v, thr int
+		synctest.Test(t, func(t *testing.T) {
+			srv := testserver.NewTest(t, oneHost(testserver.Policy{
+				Limit:   fixedWindow(10),
+				Latency: testserver.Latency{Base: 20 * time.Millisecond},
+				Excess:  testserver.Excess{FixedRetryAfter: 3 * time.Second},
+			}))
+			var wg sync.WaitGroup
+			for i := 0; i < 2; i++ {
+				opts := []adaptive.Option{adaptive.WithRobots(false)}
+				if store != nil {
+					opts = append(opts, adaptive.WithStore(store))
+				}
+				c, ctrl := newCollector(t, srv, opts...)
+				wg.Add(1)
+				go func(c *colly.Collector, start time.Duration) {
+					defer wg.Done()
+					time.Sleep(start) // the second process joins later
+					crawl(t, c, 10, 30*time.Second, srv.HostURL("a.test"))
+				}(c, time.Duration(i)*1700*time.Millisecond)
+				t.Cleanup(func() { assertIdle(t, ctrl) })
+			}
+			wg.Wait()
+			st := srv.Stats("a.test")
+			v, thr = st.PauseViolations, st.ByStatus[429]
+		})
+		return v, thr
+	}
+	alone, thrAlone := violations(nil)
+	shared, thrShared := violations(&adaptive.MemoryStore{})
+	t.Logf("pause violations: %d without a store (%d 429s), %d with one (%d 429s)", alone, thrAlone, shared, thrShared)
+	require.Positive(t, thrShared, "the scenario must throttle")
+	assert.Positive(t, alone, "without a store the second collector knocks during the first one's pause")
+	assert.Zero(t, shared)
+}
+
+func TestMemoryStoreLongestWins(t *testing.T) {
+	var m adaptive.MemoryStore
+	ctx := context.Background()
+	now := time.Now()
+	got, r, err := m.ExtendPause(ctx, "a", now.Add(time.Minute), adaptive.ReasonRetryAfter)
+	require.NoError(t, err)
+	assert.Equal(t, now.Add(time.Minute), got)
+	got, r, _ = m.ExtendPause(ctx, "a", now.Add(time.Second), adaptive.ReasonBackoff)
+	assert.Equal(t, now.Add(time.Minute), got, "a shorter pause never shortens one in force")
+	assert.Equal(t, adaptive.ReasonRetryAfter, r)
+	got, _, _ = m.Pause(ctx, "b")
+	assert.True(t, got.IsZero())
+}
