@@ -259,9 +259,10 @@ func (l *lawState) onThrottle(now time.Time, epoch uint32, sentRate float64) boo
 	case sentRate > l.est*(1+margin/2):
 		// a probe above the estimate failed: the estimate stands, and
 		// the next probe waits the long gap (a failed probe costs a pause)
-	case a < l.est*bigDrop:
+	case a > 0 && a < l.est*bigDrop:
 		// the capacity fell: the measurement is a lower bound of the new
-		// one, so probe up again soon
+		// one, so probe up again soon. (Nothing accepted in the last
+		// second is no measurement: right after a pause nothing was sent.)
 		l.est = math.Max(a, l.est/8)
 		fast = true
 	default:

@@ -114,7 +114,10 @@ func (t *Transport) fetchRobots(ctx context.Context, origin, ua string) (time.Du
 		if ua != "" {
 			req.Header.Set("User-Agent", ua)
 		}
-		resp, err := t.roundTrip(req)
+		// no retries: a robots.txt that is throttled or failing counts as
+		// unavailable at once (conservative delay, asked again after
+		// RobotsRetry), so the crawl starts as soon as the pause allows
+		resp, err := t.roundTrip(req, 0)
 		if err != nil {
 			return st.RobotsFailDelay, st.RobotsRetry
 		}

@@ -57,7 +57,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	return t.roundTrip(req)
+	return t.roundTrip(req, t.retries(req))
+}
+
+// retries is how many times req may be sent again: the rule's count for
+// idempotent requests with a replayable body, else none.
+func (t *Transport) retries(req *http.Request) int {
+	if !retryable(req) {
+		return 0
+	}
+	h, _ := splitHostPort(NormalizeHost(reqScheme(req), reqHost(req)))
+	return t.c.st.ruleFor(h).retries
 }
 
 var idempotent = map[string]bool{"": true, "GET": true, "HEAD": true, "OPTIONS": true, "TRACE": true, "PUT": true, "DELETE": true}
@@ -69,13 +79,8 @@ func retryable(req *http.Request) bool {
 	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 }
 
-func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
+func (t *Transport) roundTrip(req *http.Request, retries int) (*http.Response, error) {
 	ctx := req.Context()
-	retries := 0
-	if retryable(req) {
-		h, _ := splitHostPort(NormalizeHost(reqScheme(req), reqHost(req)))
-		retries = t.c.st.ruleFor(h).retries
-	}
 	for attempt := 0; ; attempt++ {
 		p, err := t.c.Acquire(ctx, req)
 		if err != nil {
