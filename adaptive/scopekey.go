@@ -1,8 +1,8 @@
 package adaptive
 
 import (
-	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 
@@ -10,24 +10,19 @@ import (
 )
 
 // NormalizeHost returns the scope key of a URL host: lower case, trailing
-// dot and default port (80 for http, 443 for https) stripped, brackets kept
-// for IPv6. It allocates only when the host has upper-case letters or a
-// trailing dot.
+// dots and default port (80 for http, 443 for https) stripped, brackets kept
+// for IPv6. It allocates only when the host has upper-case letters or
+// trailing dots before a port.
 func NormalizeHost(scheme, host string) string {
+	if needsLower(host) {
+		host = strings.ToLower(host)
+	}
 	h, port := splitHostPort(host)
-	if strings.HasSuffix(h, ".") {
-		h = strings.TrimSuffix(h, ".")
+	h = strings.TrimRight(h, ".")
+	if port == "" || (port == "80" && strings.EqualFold(scheme, "http")) || (port == "443" && strings.EqualFold(scheme, "https")) {
+		return h // a prefix of host: no copy
 	}
-	if hasUpper(h) {
-		h = strings.ToLower(h)
-	}
-	if port == "" || (port == "80" && scheme == "http") || (port == "443" && scheme == "https") {
-		if len(h) == len(host) {
-			return host
-		}
-		return h
-	}
-	if len(h)+1+len(port) == len(host) && host[len(h)] == ':' && host[:len(h)] == h {
+	if len(h)+1+len(port) == len(host) { // nothing was cut between h and port
 		return host
 	}
 	return h + ":" + port
@@ -50,9 +45,11 @@ func splitHostPort(hostport string) (host, port string) {
 	return hostport, ""
 }
 
-func hasUpper(s string) bool {
+// needsLower reports whether s has upper-case ASCII letters or any
+// non-ASCII byte (which strings.ToLower folds, or leaves without copying).
+func needsLower(s string) bool {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; 'A' <= c && c <= 'Z' {
+		if c := s[i]; 'A' <= c && c <= 'Z' || c >= 0x80 {
 			return true
 		}
 	}
@@ -82,13 +79,16 @@ func ScopeHost(r *http.Request) string { return NormalizeHost(reqScheme(r), reqH
 // b.example.co.uk share example.co.uk. IP addresses and hosts without a
 // registered domain fall back to ScopeHost.
 func ScopeDomain(r *http.Request) string {
-	h, _ := splitHostPort(ScopeHost(r))
-	if net.ParseIP(strings.Trim(h, "[]")) != nil {
-		return ScopeHost(r)
+	key := ScopeHost(r)
+	h, _ := splitHostPort(key)
+	// netip, not net.ParseIP: it knows zones, and a zone may hold dots
+	// ("fe80::1%eth0.100") that the public suffix list would take for labels
+	if _, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")); err == nil {
+		return key
 	}
 	d, err := publicsuffix.EffectiveTLDPlusOne(h)
 	if err != nil {
-		return ScopeHost(r)
+		return key
 	}
 	return d
 }
@@ -98,8 +98,12 @@ func ScopeDomain(r *http.Request) string {
 // the same function given to the transport (http.ProxyFromEnvironment, or a
 // sticky function of your own); it must be deterministic for a request, so do
 // not pass a rotating switcher here: scope by a key your switcher sets
-// instead. Requests with no proxy are scoped by host.
+// instead. Requests with no proxy (nil proxy, a nil URL or an error) are
+// scoped by host.
 func ScopeProxy(proxy func(*http.Request) (*url.URL, error)) ScopeFunc {
+	if proxy == nil { // as http.Transport.Proxy: no proxy
+		return ScopeHost
+	}
 	return func(r *http.Request) string {
 		u, err := proxy(r)
 		if err != nil || u == nil {
