@@ -218,6 +218,7 @@ func (c *Controller) log(e Event, r reaction) {
 	}
 	l.LogAttrs(context.Background(), slog.LevelInfo, "adaptive",
 		slog.Time("t", e.Time), slog.String("scope", e.Scope), slog.Float64("limit", r.limit),
+		slog.Int("inflight", r.inflight),
 		slog.Float64("rate", r.rate), slog.String("event", event), slog.Int("status", e.Status),
 		slog.Duration("pause", r.paused))
 }

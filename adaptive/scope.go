@@ -369,6 +369,7 @@ type reaction struct {
 	opened    bool
 	limit     float64
 	rate      float64
+	inflight  int
 	until     time.Time
 	reason    Reason
 }
@@ -428,7 +429,7 @@ func (s *scope) release(p permit, o outcome, st *settings) reaction {
 	if len(s.queue) > 0 {
 		s.queue[0].nudge()
 	}
-	r.limit, r.rate = s.law.limit, s.curRate
+	r.limit, r.rate, r.inflight = s.law.limit, s.curRate, s.inflight
 	if r.until.IsZero() && !r.parked {
 		r.until = s.pausedUntil
 	}

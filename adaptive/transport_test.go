@@ -1,10 +1,13 @@
 package adaptive_test
 
 import (
+	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -68,4 +71,24 @@ func TestNoPeekWithoutDetectors(t *testing.T) {
 	resp.Body.Close()
 	snap, _ := tr.Controller().Snapshot("a.test")
 	assert.Equal(t, uint64(1), snap.Counts[classify.Success])
+}
+
+// The logger receives the decision time series: one JSON record per signal
+// with time, scope, limit, in flight, rate and event.
+func TestLoggerTimeSeries(t *testing.T) {
+	var buf strings.Builder
+	logger := slog.New(slog.NewJSONHandler(&buf, nil))
+	ctrl, err := adaptive.New(adaptive.WithLogger(logger), adaptive.WithMaxPause(time.Nanosecond))
+	require.NoError(t, err)
+	client := &http.Client{Transport: ctrl.Transport(page(429, ""))}
+	_, err = client.Get("http://a.test/")
+	require.Error(t, err, "the pause is above the (tiny) maximum: fail fast")
+	line := strings.SplitN(buf.String(), "\n", 2)[0]
+	var rec map[string]any
+	require.NoError(t, json.Unmarshal([]byte(line), &rec), line)
+	for _, k := range []string{"t", "scope", "limit", "inflight", "rate", "event"} {
+		assert.Contains(t, rec, k)
+	}
+	assert.Equal(t, "a.test", rec["scope"])
+	assert.Equal(t, "decrease:throttled", rec["event"])
 }
