@@ -29,20 +29,22 @@ type Rule struct {
 
 	// Rate is a ceiling in requests per second that the adaptive rate never
 	// exceeds. 0 means no configured ceiling (the server's answers, quota
-	// headers and robots.txt Crawl-delay still cap it).
+	// headers and robots.txt Crawl-delay still cap it). Rates, when set, are
+	// at least 1e-6 (one request per 11.6 days).
 	Rate float64
 	// InitialRate is where slow start begins, in requests per second.
-	// 0 means 2.
+	// 0 means 2 (or Rate, if lower).
 	InitialRate float64
 	// MinRate is the floor of the adaptive rate. 0 means 0.05 (one request
-	// per 20 s).
+	// per 20 s, or Rate if lower).
 	MinRate float64
 
 	// StartConcurrency is the initial concurrency limit: 0 means 4.
 	StartConcurrency int
 	// MinConcurrency is the floor of the concurrency limit: 0 means 1.
 	MinConcurrency int
-	// MaxConcurrency is the ceiling of the concurrency limit: 0 means 64.
+	// MaxConcurrency is the ceiling of the concurrency limit: 0 means 64
+	// (or MinConcurrency, if higher).
 	MaxConcurrency int
 
 	// MaxRetries bounds the retries of one request after a throttle,
@@ -89,7 +91,8 @@ type Config struct {
 	// it doubles for each further one without a success in between, up to
 	// MaxBackoff. 0 means 1 s.
 	Backoff time.Duration
-	// MaxBackoff bounds Backoff's doubling. 0 means 60 s.
+	// MaxBackoff bounds Backoff's doubling. 0 means 60 s (or Backoff, if
+	// longer).
 	MaxBackoff time.Duration
 	// Jitter spreads the resume after a pause over [0, Jitter) so that
 	// several collectors do not return in one instant. 0 means 10 % of the
@@ -214,36 +217,55 @@ func WithEnv() Option {
 
 func (c *Config) applyEnv(get func(string) string) error {
 	var errs []string
-	num := func(name string, set func(float64)) {
+	bad := func(name, v, why string) { errs = append(errs, fmt.Sprintf("%s=%q (%s)", name, v, why)) }
+	rate := func(name string, set func(float64)) {
 		if v := strings.TrimSpace(get(name)); v != "" {
 			f, err := strconv.ParseFloat(v, 64)
-			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-				errs = append(errs, name+"="+strconv.Quote(v))
-				return
+			if err != nil {
+				bad(name, v, "not a number")
+			} else if why := rateProblem(f); why != "" {
+				bad(name, v, why)
+			} else {
+				set(f)
 			}
-			set(f)
+		}
+	}
+	integer := func(name string, neg bool, set func(int)) {
+		if v := strings.TrimSpace(get(name)); v != "" {
+			n, err := strconv.Atoi(v)
+			switch {
+			case err != nil:
+				bad(name, v, "not an integer")
+			case n < 0 && !neg:
+				bad(name, v, "negative")
+			default:
+				set(n)
+			}
 		}
 	}
 	dur := func(name string, set func(time.Duration)) {
 		if v := strings.TrimSpace(get(name)); v != "" {
 			d, err := time.ParseDuration(v)
-			if err != nil {
-				errs = append(errs, name+"="+strconv.Quote(v))
-				return
+			switch {
+			case err != nil:
+				bad(name, v, "not a duration such as 60s")
+			case d < 0:
+				bad(name, v, "negative")
+			default:
+				set(d)
 			}
-			set(d)
 		}
 	}
-	num("COLLY_POLITE_RATE", func(f float64) { c.Default.Rate = f })
-	num("COLLY_POLITE_INITIAL_RATE", func(f float64) { c.Default.InitialRate = f })
-	num("COLLY_POLITE_MAX_CONCURRENCY", func(f float64) { c.Default.MaxConcurrency = int(f) })
-	num("COLLY_POLITE_MAX_RETRIES", func(f float64) { c.Default.MaxRetries = int(f) })
+	rate("COLLY_POLITE_RATE", func(f float64) { c.Default.Rate = f })
+	rate("COLLY_POLITE_INITIAL_RATE", func(f float64) { c.Default.InitialRate = f })
+	integer("COLLY_POLITE_MAX_CONCURRENCY", false, func(n int) { c.Default.MaxConcurrency = n })
+	integer("COLLY_POLITE_MAX_RETRIES", true, func(n int) { c.Default.MaxRetries = n })
 	dur("COLLY_POLITE_MAX_BACKOFF", func(d time.Duration) { c.MaxBackoff = d })
 	dur("COLLY_POLITE_MAX_PAUSE", func(d time.Duration) { c.MaxPause = d })
 	if v := strings.TrimSpace(get("COLLY_POLITE_ROBOTS")); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			errs = append(errs, "COLLY_POLITE_ROBOTS="+strconv.Quote(v))
+			bad("COLLY_POLITE_ROBOTS", v, "not true or false")
 		} else {
 			c.Robots = &b
 		}
@@ -254,30 +276,61 @@ func (c *Config) applyEnv(get func(string) string) error {
 	return nil
 }
 
+// minRate is the lowest rate accepted. One send interval (1/rate) must fit a
+// time.Duration with room to spare: below ~1e-10 it overflows, pacing lets
+// sends through unpaced and waiters spin on 1 µs timers.
+const minRate = 1e-6
+
+// rateProblem says what is wrong with a configured rate, or "".
+func rateProblem(f float64) string {
+	switch {
+	case math.IsNaN(f) || math.IsInf(f, 0):
+		return "not a finite number"
+	case f < 0:
+		return "negative"
+	case f > 0 && f < minRate:
+		return "below the minimum of 1e-6 requests per second"
+	}
+	return ""
+}
+
 // rule is a Rule with its defaults filled in.
 type rule struct {
 	Rule
 	retries int
 }
 
-func (r Rule) resolve() (rule, error) {
-	bad := func(what string, v any) (rule, error) {
-		return rule{}, fmt.Errorf("%w: rule %q: %s %v", ErrConfig, r.Domain, what, v)
+// resolve validates r and fills in its defaults; name ("Default",
+// "Rules[2]") says which rule an error is about.
+func (r Rule) resolve(name string) (rule, error) {
+	bad := func(format string, args ...any) (rule, error) {
+		return rule{}, fmt.Errorf("%w: %s: "+format, append([]any{ErrConfig, name}, args...)...)
 	}
-	finite := func(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
-	switch {
-	case !finite(r.Rate) || r.Rate < 0:
-		return bad("rate", r.Rate)
-	case !finite(r.InitialRate) || r.InitialRate < 0:
-		return bad("initial rate", r.InitialRate)
-	case !finite(r.MinRate) || r.MinRate < 0:
-		return bad("min rate", r.MinRate)
-	case r.StartConcurrency < 0, r.MinConcurrency < 0, r.MaxConcurrency < 0:
-		return bad("concurrency", []int{r.StartConcurrency, r.MinConcurrency, r.MaxConcurrency})
+	for _, f := range []struct {
+		n string
+		v float64
+	}{{"Rate", r.Rate}, {"InitialRate", r.InitialRate}, {"MinRate", r.MinRate}} {
+		if why := rateProblem(f.v); why != "" {
+			return bad("%s %v is %s", f.n, f.v, why)
+		}
+	}
+	for _, f := range []struct {
+		n string
+		v int
+	}{{"StartConcurrency", r.StartConcurrency}, {"MinConcurrency", r.MinConcurrency}, {"MaxConcurrency", r.MaxConcurrency}} {
+		if f.v < 0 {
+			return bad("%s %d is negative", f.n, f.v)
+		}
+	}
+	if r.Rate > 0 && r.MinRate > r.Rate {
+		return bad("MinRate %v above Rate %v", r.MinRate, r.Rate)
+	}
+	if r.MaxConcurrency > 0 && r.MinConcurrency > r.MaxConcurrency {
+		return bad("MinConcurrency %d above MaxConcurrency %d", r.MinConcurrency, r.MaxConcurrency)
 	}
 	if r.Domain != "" && r.DomainRegexp == nil {
 		if _, err := path.Match(r.Domain, ""); err != nil {
-			return bad("glob", err)
+			return bad("Domain %q: %v", r.Domain, err)
 		}
 	}
 	out := rule{Rule: r}
@@ -287,7 +340,7 @@ func (r Rule) resolve() (rule, error) {
 		}
 	}
 	def(&out.MinConcurrency, 1)
-	def(&out.MaxConcurrency, 64)
+	def(&out.MaxConcurrency, max(64, out.MinConcurrency))
 	def(&out.StartConcurrency, 4)
 	if out.MinRate == 0 {
 		out.MinRate = 0.05
@@ -298,9 +351,6 @@ func (r Rule) resolve() (rule, error) {
 	if out.Rate > 0 {
 		out.InitialRate = math.Min(out.InitialRate, out.Rate)
 		out.MinRate = math.Min(out.MinRate, out.Rate)
-	}
-	if out.MinConcurrency > out.MaxConcurrency {
-		return bad("min concurrency above max", []int{out.MinConcurrency, out.MaxConcurrency})
 	}
 	out.StartConcurrency = min(max(out.StartConcurrency, out.MinConcurrency), out.MaxConcurrency)
 	if out.InitialRate < out.MinRate {
@@ -342,14 +392,20 @@ func (c Config) resolve() (*settings, error) {
 	}
 	s := &settings{Config: c}
 	var err error
-	if s.def, err = c.Default.resolve(); err != nil {
+	if s.def, err = c.Default.resolve("Default"); err != nil {
 		return nil, err
 	}
-	for _, r := range c.Rules {
-		if r.Domain == "" && r.DomainRegexp == nil {
-			return nil, fmt.Errorf("%w: rule without Domain or DomainRegexp", ErrConfig)
+	for i, r := range c.Rules {
+		name := fmt.Sprintf("Rules[%d]", i)
+		switch {
+		case r.DomainRegexp != nil:
+			name += fmt.Sprintf(" (%q)", r.DomainRegexp)
+		case r.Domain != "":
+			name += fmt.Sprintf(" (%q)", r.Domain)
+		default:
+			return nil, fmt.Errorf("%w: %s has neither Domain nor DomainRegexp", ErrConfig, name)
 		}
-		rr, err := r.resolve()
+		rr, err := r.resolve(name)
 		if err != nil {
 			return nil, err
 		}
@@ -378,6 +434,9 @@ func (c Config) resolve() (*settings, error) {
 		}
 		if *d.v == 0 {
 			*d.v = d.def
+			if d.v == &s.MaxBackoff {
+				s.MaxBackoff = max(s.MaxBackoff, s.Backoff)
+			}
 		}
 	}
 	if s.AttemptTimeout < 0 {
@@ -390,7 +449,7 @@ func (c Config) resolve() (*settings, error) {
 		s.BreakerThreshold = 6
 	}
 	if s.EventBuffer < 0 {
-		return nil, fmt.Errorf("%w: EventBuffer is negative", ErrConfig)
+		return nil, fmt.Errorf("%w: EventBuffer is negative (%d)", ErrConfig, s.EventBuffer)
 	}
 	if s.EventBuffer == 0 {
 		s.EventBuffer = 256
@@ -415,7 +474,13 @@ func (c Config) resolve() (*settings, error) {
 	return s, nil
 }
 
+// ruleFor returns the rule of a host. Rules match the host in lower case,
+// without trailing dot or port, whatever the caller passes.
 func (s *settings) ruleFor(host string) *rule {
+	if len(s.rules) == 0 {
+		return &s.def
+	}
+	host, _ = splitHostPort(NormalizeHost("", host))
 	for i := range s.rules {
 		if s.rules[i].matches(host) {
 			return &s.rules[i]

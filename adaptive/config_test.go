@@ -1,0 +1,543 @@
+package adaptive_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/colly-polite/polite/adaptive"
+)
+
+func TestNewRejectsInvalidConfig(t *testing.T) {
+	t.Parallel()
+	cfg := func(c adaptive.Config) []adaptive.Option { return []adaptive.Option{adaptive.WithConfig(c)} }
+	def := func(r adaptive.Rule) []adaptive.Option { return []adaptive.Option{adaptive.WithDefault(r)} }
+	tests := []struct {
+		name string
+		opts []adaptive.Option
+		want []string // each in the error text
+	}{
+		{"negative rate", []adaptive.Option{adaptive.WithRate(-1)}, []string{"Default", "Rate -1"}},
+		{"NaN rate", []adaptive.Option{adaptive.WithRate(math.NaN())}, []string{"Default", "Rate NaN"}},
+		{"+Inf rate", []adaptive.Option{adaptive.WithRate(math.Inf(1))}, []string{"Rate +Inf"}},
+		{"-Inf rate", []adaptive.Option{adaptive.WithRate(math.Inf(-1))}, []string{"Rate -Inf"}},
+		{"rate too small to pace", []adaptive.Option{adaptive.WithRate(1e-300)}, []string{"Rate 1e-300", "minimum"}},
+		{"negative initial rate", def(adaptive.Rule{InitialRate: -2}), []string{"InitialRate -2"}},
+		{"NaN initial rate", def(adaptive.Rule{InitialRate: math.NaN()}), []string{"InitialRate NaN"}},
+		{"Inf initial rate", def(adaptive.Rule{InitialRate: math.Inf(1)}), []string{"InitialRate +Inf"}},
+		{"negative min rate", def(adaptive.Rule{MinRate: -0.1}), []string{"MinRate -0.1"}},
+		{"NaN min rate", def(adaptive.Rule{MinRate: math.NaN()}), []string{"MinRate NaN"}},
+		{"min rate above rate", def(adaptive.Rule{Rate: 1, MinRate: 2}), []string{"MinRate 2 above Rate 1"}},
+		{"negative start concurrency", def(adaptive.Rule{StartConcurrency: -1}), []string{"StartConcurrency -1"}},
+		{"negative min concurrency", def(adaptive.Rule{MinConcurrency: -1}), []string{"MinConcurrency -1"}},
+		{"negative max concurrency", def(adaptive.Rule{MaxConcurrency: -1}), []string{"MaxConcurrency -1"}},
+		{"min concurrency above max", def(adaptive.Rule{MinConcurrency: 8, MaxConcurrency: 4}), []string{"MinConcurrency 8 above MaxConcurrency 4"}},
+		{"bad glob", []adaptive.Option{adaptive.WithRule(adaptive.Rule{Domain: "[a-"})}, []string{"Rules[0]", `Domain "[a-"`}},
+		{"bad glob in a later rule", []adaptive.Option{
+			adaptive.WithRule(adaptive.Rule{Domain: "ok.example"}),
+			adaptive.WithRule(adaptive.Rule{Domain: `*.example\`}),
+		}, []string{"Rules[1]", "Domain"}},
+		{"rule without domain", []adaptive.Option{adaptive.WithRule(adaptive.Rule{Rate: 1})}, []string{"Rules[0]", "Domain", "DomainRegexp"}},
+		{"invalid rule names its domain", []adaptive.Option{adaptive.WithRule(adaptive.Rule{Domain: "*.example.com", Rate: -1})}, []string{`Rules[0] ("*.example.com")`, "Rate -1"}},
+		{"invalid regexp rule names its regexp", []adaptive.Option{adaptive.WithRule(adaptive.Rule{DomainRegexp: regexp.MustCompile(`example\.org$`), MaxConcurrency: -3})}, []string{`Rules[0] ("example\\.org$")`, "MaxConcurrency -3"}},
+		{"negative MaxPause", []adaptive.Option{adaptive.WithMaxPause(-time.Second)}, []string{"MaxPause"}},
+		{"negative MinPause", cfg(adaptive.Config{MinPause: -1}), []string{"MinPause"}},
+		{"negative Backoff", cfg(adaptive.Config{Backoff: -1}), []string{"Backoff"}},
+		{"negative MaxBackoff", cfg(adaptive.Config{MaxBackoff: -1}), []string{"MaxBackoff"}},
+		{"negative Hold", cfg(adaptive.Config{Hold: -1}), []string{"Hold"}},
+		{"negative BreakerCooldown", cfg(adaptive.Config{BreakerCooldown: -1}), []string{"BreakerCooldown"}},
+		{"negative MaxCrawlDelay", cfg(adaptive.Config{MaxCrawlDelay: -1}), []string{"MaxCrawlDelay"}},
+		{"negative RobotsTTL", cfg(adaptive.Config{RobotsTTL: -1}), []string{"RobotsTTL"}},
+		{"negative RobotsFailDelay", cfg(adaptive.Config{RobotsFailDelay: -1}), []string{"RobotsFailDelay"}},
+		{"negative RobotsRetry", cfg(adaptive.Config{RobotsRetry: -1}), []string{"RobotsRetry"}},
+		{"negative IdleTTL", cfg(adaptive.Config{IdleTTL: -1}), []string{"IdleTTL"}},
+		{"negative AttemptTimeout", []adaptive.Option{adaptive.WithAttemptTimeout(-time.Second)}, []string{"AttemptTimeout"}},
+		{"MaxBackoff below Backoff", cfg(adaptive.Config{Backoff: 2 * time.Second, MaxBackoff: time.Second}), []string{"MaxBackoff 1s below Backoff 2s"}},
+		{"MaxBackoff below the default Backoff", cfg(adaptive.Config{MaxBackoff: 500 * time.Millisecond}), []string{"MaxBackoff 500ms below Backoff 1s"}},
+		{"negative EventBuffer", cfg(adaptive.Config{EventBuffer: -1}), []string{"EventBuffer"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var (
+				c   *adaptive.Controller
+				err error
+			)
+			require.NotPanics(t, func() { c, err = adaptive.New(tt.opts...) })
+			require.ErrorIs(t, err, adaptive.ErrConfig)
+			assert.Nil(t, c)
+			assert.True(t, strings.HasPrefix(err.Error(), "adaptive: "), err.Error())
+			for _, w := range tt.want {
+				assert.ErrorContains(t, err, w)
+			}
+		})
+	}
+}
+
+// Values that look odd but are documented as meaningful.
+func TestNewAcceptsDocumentedValues(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		opts []adaptive.Option
+	}{
+		{"zero config", nil},
+		{"no retries", []adaptive.Option{adaptive.WithDefault(adaptive.Rule{MaxRetries: -1})}},
+		{"never park", []adaptive.Option{adaptive.WithDefault(adaptive.Rule{Block: adaptive.BlockPolicy{Threshold: -1}})}},
+		{"park until Unpark", []adaptive.Option{adaptive.WithDefault(adaptive.Rule{Block: adaptive.BlockPolicy{ParkFor: -1}})}},
+		{"no jitter, no breaker", []adaptive.Option{adaptive.WithConfig(adaptive.Config{Jitter: -1, BreakerThreshold: -1})}},
+		{"MaxBackoff equal to Backoff", []adaptive.Option{adaptive.WithConfig(adaptive.Config{Backoff: time.Second, MaxBackoff: time.Second})}},
+		{"Backoff above the default MaxBackoff", []adaptive.Option{adaptive.WithConfig(adaptive.Config{Backoff: 2 * time.Minute})}},
+		{"MinConcurrency above the default MaxConcurrency", []adaptive.Option{adaptive.WithDefault(adaptive.Rule{MinConcurrency: 100})}},
+		{"slowest rate", []adaptive.Option{adaptive.WithRate(1e-6)}},
+		{"huge rate", []adaptive.Option{adaptive.WithRate(1e300)}},
+		{"regexp rule ignores Domain", []adaptive.Option{adaptive.WithRule(adaptive.Rule{Domain: "[", DomainRegexp: regexp.MustCompile("x")})}},
+		{"options after WithConfig", []adaptive.Option{adaptive.WithConfig(adaptive.Config{}), adaptive.WithRate(3), adaptive.WithSeed(1)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := adaptive.New(tt.opts...)
+			require.NoError(t, err)
+			require.NotNil(t, c)
+			assert.NoError(t, c.Err())
+		})
+	}
+}
+
+// cfgFirstSnapshot sends one request to rawURL under c (acquire, record a
+// 200) and returns the state of its scope.
+func cfgFirstSnapshot(t *testing.T, c *adaptive.Controller, rawURL string) adaptive.Snapshot {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, rawURL, nil)
+	require.NoError(t, err)
+	p, err := c.Acquire(context.Background(), req)
+	require.NoError(t, err)
+	p.Record(&http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Request: req}, nil)
+	key := adaptive.ScopeHost(req)
+	s, ok := c.Snapshot(key)
+	require.True(t, ok, "no scope %q", key)
+	return s
+}
+
+func TestRulesAndDefaults(t *testing.T) {
+	t.Parallel()
+	type probe struct {
+		url         string
+		limit, rate float64
+	}
+	tests := []struct {
+		name   string
+		opts   []adaptive.Option
+		probes []probe
+	}{
+		{"defaults: limit 4, slow start at 2/s", nil, []probe{{"https://example.com/", 4, 2}}},
+		{"Rate caps the initial rate", []adaptive.Option{adaptive.WithRate(1)}, []probe{{"https://example.com/", 4, 1}}},
+		{"Rate caps an explicit initial rate", []adaptive.Option{adaptive.WithDefault(adaptive.Rule{Rate: 0.5, InitialRate: 3})}, []probe{{"https://example.com/", 4, 0.5}}},
+		{"Rate above the initial rate is only a ceiling", []adaptive.Option{adaptive.WithRate(10)}, []probe{{"https://example.com/", 4, 2}}},
+		{"InitialRate", []adaptive.Option{adaptive.WithDefault(adaptive.Rule{InitialRate: 5})}, []probe{{"https://example.com/", 4, 5}}},
+		{"MinRate raises the initial rate", []adaptive.Option{adaptive.WithDefault(adaptive.Rule{MinRate: 3})}, []probe{{"https://example.com/", 4, 3}}},
+		{"MaxConcurrency caps the start", []adaptive.Option{adaptive.WithDefault(adaptive.Rule{MaxConcurrency: 2})}, []probe{{"https://example.com/", 2, 2}}},
+		{"MinConcurrency raises the start", []adaptive.Option{adaptive.WithDefault(adaptive.Rule{MinConcurrency: 8})}, []probe{{"https://example.com/", 8, 2}}},
+		{"MinConcurrency above the default ceiling", []adaptive.Option{adaptive.WithDefault(adaptive.Rule{MinConcurrency: 100})}, []probe{{"https://example.com/", 100, 2}}},
+		{"StartConcurrency", []adaptive.Option{adaptive.WithDefault(adaptive.Rule{StartConcurrency: 10})}, []probe{{"https://example.com/", 10, 2}}},
+		{"rules by glob; the first match wins; the default covers the rest", []adaptive.Option{
+			adaptive.WithDefault(adaptive.Rule{InitialRate: 7}),
+			adaptive.WithRule(adaptive.Rule{Domain: "*.example.com", Rate: 1, MaxConcurrency: 2}),
+			adaptive.WithRule(adaptive.Rule{Domain: "a.example.com", Rate: 0.5}),
+			adaptive.WithRule(adaptive.Rule{Domain: "example.com", Rate: 0.25}),
+		}, []probe{
+			{"https://a.example.com/", 2, 1},
+			{"https://b.example.com/x", 2, 1},
+			{"https://example.com/", 4, 0.25},
+			{"https://example.org/", 4, 7},
+			{"https://a.example.com.evil.test/", 4, 7},
+		}},
+		{"rules match the host without port, case or trailing dot", []adaptive.Option{
+			adaptive.WithRule(adaptive.Rule{Domain: "*.example.com", Rate: 1}),
+		}, []probe{
+			{"http://a.example.com:8080/", 4, 1},
+			{"https://B.Example.COM/", 4, 1},
+			{"https://c.example.com./", 4, 1},
+		}},
+		{"regexp rules", []adaptive.Option{
+			adaptive.WithRule(adaptive.Rule{DomainRegexp: regexp.MustCompile(`^(.+\.)?example\.org$`), Rate: 0.25}),
+			adaptive.WithRule(adaptive.Rule{Domain: "*", Rate: 1.5}),
+		}, []probe{
+			{"https://example.org/", 4, 0.25},
+			{"https://www.example.org/", 4, 0.25},
+			{"https://example.org.test/", 4, 1.5},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c, err := adaptive.New(tt.opts...)
+				require.NoError(t, err)
+				for _, p := range tt.probes {
+					s := cfgFirstSnapshot(t, c, p.url)
+					assert.Equal(t, p.limit, s.Limit, "%s: limit", p.url)
+					assert.Equal(t, p.rate, s.Rate, "%s: rate", p.url)
+				}
+			})
+		})
+	}
+}
+
+// A rate at the lowest accepted value still paces: the second request waits
+// for its slot instead of going out at once.
+func TestSlowestRatePaces(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, err := adaptive.New(adaptive.WithRate(1e-6))
+		require.NoError(t, err)
+		start := time.Now()
+		sent := 0
+		for range 3 {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://example.com/", nil)
+			p, err := c.Acquire(ctx, req)
+			cancel()
+			if err != nil {
+				assert.ErrorIs(t, err, context.DeadlineExceeded)
+				continue
+			}
+			sent++
+			p.Record(&http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Request: req}, nil)
+		}
+		assert.Equal(t, 1, sent)
+		// the refusals were immediate: the wait would pass the deadline
+		assert.Zero(t, time.Since(start))
+	})
+}
+
+// cfgServer answers every request with status and header, counting requests
+// by path.
+type cfgServer struct {
+	mu     sync.Mutex
+	status int
+	header http.Header
+	paths  []string
+}
+
+func (s *cfgServer) RoundTrip(r *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.paths = append(s.paths, r.URL.Path)
+	return &http.Response{
+		StatusCode: s.status, Header: s.header.Clone(), Request: r,
+		Body: io.NopCloser(strings.NewReader("")),
+	}, nil
+}
+
+func (s *cfgServer) sent() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.paths...)
+}
+
+func TestInvalidOptionFallsBackToDefaults(t *testing.T) {
+	t.Run("Attach", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var ctrl *adaptive.Controller
+			require.NotPanics(t, func() { ctrl = adaptive.Attach(colly.NewCollector(), adaptive.WithRate(math.NaN())) })
+			require.NotNil(t, ctrl)
+			require.ErrorIs(t, ctrl.Err(), adaptive.ErrConfig)
+			assert.ErrorContains(t, ctrl.Err(), "Rate NaN")
+			s := cfgFirstSnapshot(t, ctrl, "https://example.com/")
+			assert.Equal(t, 4.0, s.Limit)
+			assert.Equal(t, 2.0, s.Rate)
+		})
+	})
+	t.Run("NewTransport", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := &cfgServer{status: http.StatusOK}
+			var tr *adaptive.Transport
+			require.NotPanics(t, func() {
+				tr = adaptive.NewTransport(srv, adaptive.WithRule(adaptive.Rule{Domain: "[", Rate: 1}))
+			})
+			ctrl := tr.Controller()
+			require.ErrorIs(t, ctrl.Err(), adaptive.ErrConfig)
+			assert.ErrorContains(t, ctrl.Err(), "Rules[0]")
+			// the transport still works, under the defaults
+			resp, err := (&http.Client{Transport: tr}).Get("https://example.com/")
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			assert.Equal(t, []string{"/"}, srv.sent(), "robots.txt stays off for NewTransport")
+			s, ok := ctrl.Snapshot("example.com")
+			require.True(t, ok)
+			assert.Equal(t, 4.0, s.Limit)
+			assert.Equal(t, 2.0, s.Rate)
+		})
+	})
+	t.Run("valid options", func(t *testing.T) {
+		assert.NoError(t, adaptive.NewTransport(nil, adaptive.WithRate(1)).Controller().Err())
+		assert.NoError(t, adaptive.Attach(colly.NewCollector(), adaptive.WithRate(1)).Err())
+	})
+}
+
+var envVars = []string{
+	"COLLY_POLITE_RATE",
+	"COLLY_POLITE_INITIAL_RATE",
+	"COLLY_POLITE_MAX_CONCURRENCY",
+	"COLLY_POLITE_MAX_RETRIES",
+	"COLLY_POLITE_MAX_BACKOFF",
+	"COLLY_POLITE_MAX_PAUSE",
+	"COLLY_POLITE_ROBOTS",
+}
+
+// setEnv clears every variable WithEnv reads, then sets kv ("NAME=value").
+func setEnv(t *testing.T, kv ...string) {
+	t.Helper()
+	for _, name := range envVars {
+		t.Setenv(name, "")
+	}
+	for _, s := range kv {
+		name, v, ok := strings.Cut(s, "=")
+		require.True(t, ok, s)
+		t.Setenv(name, v)
+	}
+}
+
+func TestWithEnvMalformed(t *testing.T) {
+	tests := []struct{ name, value string }{
+		{"COLLY_POLITE_RATE", "fast"},
+		{"COLLY_POLITE_RATE", "-1"},
+		{"COLLY_POLITE_RATE", "NaN"},
+		{"COLLY_POLITE_RATE", "inf"},
+		{"COLLY_POLITE_RATE", "1e-300"},
+		{"COLLY_POLITE_INITIAL_RATE", "2/s"},
+		{"COLLY_POLITE_INITIAL_RATE", "-3"},
+		{"COLLY_POLITE_MAX_CONCURRENCY", "many"},
+		{"COLLY_POLITE_MAX_CONCURRENCY", "2.5"},
+		{"COLLY_POLITE_MAX_CONCURRENCY", "1e300"},
+		{"COLLY_POLITE_MAX_CONCURRENCY", "-4"},
+		{"COLLY_POLITE_MAX_RETRIES", "three"},
+		{"COLLY_POLITE_MAX_RETRIES", "1.5"},
+		{"COLLY_POLITE_MAX_BACKOFF", "60"},
+		{"COLLY_POLITE_MAX_BACKOFF", "-1s"},
+		{"COLLY_POLITE_MAX_PAUSE", "2 minutes"},
+		{"COLLY_POLITE_MAX_PAUSE", "-5s"},
+		{"COLLY_POLITE_ROBOTS", "yes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
+			setEnv(t, tt.name+"="+tt.value)
+			c, err := adaptive.New(adaptive.WithEnv())
+			require.ErrorIs(t, err, adaptive.ErrConfig)
+			assert.Nil(t, c)
+			assert.ErrorContains(t, err, tt.name)
+
+			// the one-line constructors fall back and report it
+			tr := adaptive.NewTransport(nil, adaptive.WithEnv())
+			assert.ErrorIs(t, tr.Controller().Err(), adaptive.ErrConfig)
+		})
+	}
+
+	t.Run("every malformed variable is named", func(t *testing.T) {
+		setEnv(t, "COLLY_POLITE_RATE=x", "COLLY_POLITE_ROBOTS=maybe")
+		_, err := adaptive.New(adaptive.WithEnv())
+		require.ErrorIs(t, err, adaptive.ErrConfig)
+		assert.ErrorContains(t, err, `COLLY_POLITE_RATE="x"`)
+		assert.ErrorContains(t, err, `COLLY_POLITE_ROBOTS="maybe"`)
+	})
+}
+
+func TestWithEnvRatesAndConcurrency(t *testing.T) {
+	tests := []struct {
+		name        string
+		env         []string
+		opts        []adaptive.Option // before WithEnv
+		limit, rate float64
+	}{
+		{"unset: defaults", nil, nil, 4, 2},
+		{"unset: earlier options stand", nil, []adaptive.Option{adaptive.WithDefault(adaptive.Rule{InitialRate: 5, MaxConcurrency: 3})}, 3, 5},
+		{"empty counts as unset", []string{"COLLY_POLITE_RATE=", "COLLY_POLITE_MAX_CONCURRENCY=  "}, nil, 4, 2},
+		{"RATE", []string{"COLLY_POLITE_RATE=1"}, nil, 4, 1},
+		{"RATE with spaces", []string{"COLLY_POLITE_RATE= 0.5 "}, nil, 4, 0.5},
+		{"RATE over an option", []string{"COLLY_POLITE_RATE=1"}, []adaptive.Option{adaptive.WithRate(10)}, 4, 1},
+		{"INITIAL_RATE", []string{"COLLY_POLITE_INITIAL_RATE=3"}, nil, 4, 3},
+		{"INITIAL_RATE under RATE", []string{"COLLY_POLITE_INITIAL_RATE=3", "COLLY_POLITE_RATE=1.5"}, nil, 4, 1.5},
+		{"MAX_CONCURRENCY", []string{"COLLY_POLITE_MAX_CONCURRENCY=2"}, nil, 2, 2},
+		{"MAX_CONCURRENCY above the start", []string{"COLLY_POLITE_MAX_CONCURRENCY=100"}, nil, 4, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			setEnv(t, tt.env...)
+			synctest.Test(t, func(t *testing.T) {
+				c, err := adaptive.New(append(tt.opts, adaptive.WithEnv())...)
+				require.NoError(t, err)
+				s := cfgFirstSnapshot(t, c, "https://example.com/")
+				assert.Equal(t, tt.limit, s.Limit, "limit")
+				assert.Equal(t, tt.rate, s.Rate, "rate")
+			})
+		})
+	}
+
+	t.Run("options after WithEnv win", func(t *testing.T) {
+		setEnv(t, "COLLY_POLITE_RATE=1")
+		synctest.Test(t, func(t *testing.T) {
+			c, err := adaptive.New(adaptive.WithEnv(), adaptive.WithRate(0.25))
+			require.NoError(t, err)
+			assert.Equal(t, 0.25, cfgFirstSnapshot(t, c, "https://example.com/").Rate)
+		})
+	})
+}
+
+// Attempts the transport makes for one GET that is always throttled.
+func TestWithEnvMaxRetries(t *testing.T) {
+	tests := []struct {
+		env      []string
+		attempts int
+	}{
+		{nil, 4}, // 3 retries by default
+		{[]string{"COLLY_POLITE_MAX_RETRIES=1"}, 2},
+		{[]string{"COLLY_POLITE_MAX_RETRIES=0"}, 4}, // 0 means the default
+		{[]string{"COLLY_POLITE_MAX_RETRIES=-1"}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.env, " "), func(t *testing.T) {
+			setEnv(t, tt.env...)
+			synctest.Test(t, func(t *testing.T) {
+				srv := &cfgServer{status: http.StatusTooManyRequests, header: http.Header{"Retry-After": {"1"}}}
+				tr := adaptive.NewTransport(srv, adaptive.WithEnv())
+				require.NoError(t, tr.Controller().Err())
+				resp, err := (&http.Client{Transport: tr}).Get("https://example.com/")
+				require.NoError(t, err)
+				assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+				require.NoError(t, resp.Body.Close())
+				assert.Len(t, srv.sent(), tt.attempts)
+			})
+		})
+	}
+}
+
+// throttle acquires a slot for example.com and records a 429 with header.
+// It returns how long the scope is paused for.
+func throttle(t *testing.T, c *adaptive.Controller, header http.Header) time.Duration {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "https://example.com/", nil)
+	require.NoError(t, err)
+	p, err := c.Acquire(context.Background(), req)
+	require.NoError(t, err)
+	p.Record(&http.Response{StatusCode: http.StatusTooManyRequests, Header: header, Request: req}, nil)
+	s, ok := c.Snapshot("example.com")
+	require.True(t, ok)
+	return s.PausedUntil.Sub(time.Now())
+}
+
+func TestWithEnvMaxBackoff(t *testing.T) {
+	tests := []struct {
+		env  []string
+		want []time.Duration // pauses after throttles in a row, no Retry-After
+	}{
+		{nil, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}},
+		{[]string{"COLLY_POLITE_MAX_BACKOFF=1500ms"}, []time.Duration{time.Second, 1500 * time.Millisecond, 1500 * time.Millisecond}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.env, " "), func(t *testing.T) {
+			setEnv(t, tt.env...)
+			synctest.Test(t, func(t *testing.T) {
+				c, err := adaptive.New(adaptive.WithConfig(adaptive.Config{Jitter: -1}), adaptive.WithEnv())
+				require.NoError(t, err)
+				var got []time.Duration
+				for range tt.want {
+					got = append(got, throttle(t, c, http.Header{}))
+				}
+				assert.Equal(t, tt.want, got)
+			})
+		})
+	}
+	t.Run("below Backoff", func(t *testing.T) {
+		setEnv(t, "COLLY_POLITE_MAX_BACKOFF=500ms")
+		_, err := adaptive.New(adaptive.WithEnv())
+		require.ErrorIs(t, err, adaptive.ErrConfig)
+		assert.ErrorContains(t, err, "MaxBackoff")
+	})
+}
+
+// A Retry-After of 10 s: waited out under the default MaxPause of 120 s,
+// refused at once under COLLY_POLITE_MAX_PAUSE=5s.
+func TestWithEnvMaxPause(t *testing.T) {
+	tests := []struct {
+		env    []string
+		paused bool
+	}{
+		{nil, false},
+		{[]string{"COLLY_POLITE_MAX_PAUSE=10s"}, false},
+		{[]string{"COLLY_POLITE_MAX_PAUSE=5s"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.env, " "), func(t *testing.T) {
+			setEnv(t, tt.env...)
+			synctest.Test(t, func(t *testing.T) {
+				c, err := adaptive.New(adaptive.WithConfig(adaptive.Config{Jitter: -1}), adaptive.WithEnv())
+				require.NoError(t, err)
+				require.Equal(t, 10*time.Second, throttle(t, c, http.Header{"Retry-After": {"10"}}))
+				start := time.Now()
+				req, _ := http.NewRequest(http.MethodGet, "https://example.com/", nil)
+				p, err := c.Acquire(context.Background(), req)
+				if tt.paused {
+					require.ErrorIs(t, err, adaptive.ErrPaused)
+					assert.Zero(t, time.Since(start))
+					return
+				}
+				require.NoError(t, err)
+				p.Drop()
+				// waited the pause out (then for a token at the cut rate)
+				assert.GreaterOrEqual(t, time.Since(start), 10*time.Second)
+			})
+		})
+	}
+}
+
+func TestWithEnvRobots(t *testing.T) {
+	tests := []struct {
+		name   string
+		env    []string
+		opts   []adaptive.Option // before WithEnv
+		robots bool
+	}{
+		{"unset: off for NewTransport", nil, nil, false},
+		{"unset: an earlier option stands", nil, []adaptive.Option{adaptive.WithRobots(true)}, true},
+		{"true", []string{"COLLY_POLITE_ROBOTS=true"}, nil, true},
+		{"1", []string{"COLLY_POLITE_ROBOTS=1"}, nil, true},
+		{"false over an option", []string{"COLLY_POLITE_ROBOTS=false"}, []adaptive.Option{adaptive.WithRobots(true)}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			setEnv(t, tt.env...)
+			synctest.Test(t, func(t *testing.T) {
+				srv := &cfgServer{status: http.StatusOK}
+				tr := adaptive.NewTransport(srv, append(tt.opts, adaptive.WithEnv())...)
+				require.NoError(t, tr.Controller().Err())
+				resp, err := (&http.Client{Transport: tr}).Get("https://example.com/page")
+				require.NoError(t, err)
+				require.NoError(t, resp.Body.Close())
+				want := []string{"/page"}
+				if tt.robots {
+					want = []string{"/robots.txt", "/page"}
+				}
+				assert.Equal(t, want, srv.sent())
+			})
+		})
+	}
+}
+
+// WithConfig replaces everything before it, a malformed environment too.
+func TestWithConfigReplacesEnv(t *testing.T) {
+	setEnv(t, "COLLY_POLITE_RATE=x")
+	_, err := adaptive.New(adaptive.WithEnv(), adaptive.WithConfig(adaptive.Config{}))
+	assert.NoError(t, err)
+	_, err = adaptive.New(adaptive.WithConfig(adaptive.Config{}), adaptive.WithEnv())
+	assert.True(t, errors.Is(err, adaptive.ErrConfig))
+}
