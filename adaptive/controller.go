@@ -122,8 +122,9 @@ func (c *Controller) Acquire(ctx context.Context, req *http.Request) (Permit, er
 	key := c.st.Scope(req)
 	host := reqHost(req)
 	for {
-		s := c.scope(key, host, time.Now())
-		p, err := s.acquire(ctx, c.st.MaxPause)
+		now := time.Now()
+		s := c.scope(key, host, now)
+		p, err := s.acquire(ctx, now, c.st.MaxPause)
 		if err != nil {
 			return Permit{}, err
 		}
@@ -150,8 +151,9 @@ func (p Permit) Record(resp *http.Response, err error) {
 	if p.c == nil {
 		return
 	}
-	o := p.c.outcomeOf(resp, err, time.Now(), nil)
-	p.c.release(p.p, o, resp, err)
+	now := time.Now()
+	o := p.c.outcomeOf(resp, err, now, nil)
+	p.c.release(p.p, o, resp, err, now)
 }
 
 // Drop returns the slot without feeding the control law.
@@ -159,7 +161,7 @@ func (p Permit) Drop() {
 	if p.c == nil {
 		return
 	}
-	p.c.release(p.p, outcome{class: classify.Canceled}, nil, nil)
+	p.c.release(p.p, outcome{class: classify.Canceled}, nil, nil, time.Now())
 }
 
 func (c *Controller) outcomeOf(resp *http.Response, err error, now time.Time, body []byte) outcome {
@@ -177,14 +179,14 @@ func (c *Controller) outcomeOf(resp *http.Response, err error, now time.Time, bo
 	return o
 }
 
-func (c *Controller) release(p permit, o outcome, resp *http.Response, err error) reaction {
-	r := p.sc.release(p, o, c.st)
+func (c *Controller) release(p permit, o outcome, resp *http.Response, err error, now time.Time) reaction {
+	r := p.sc.release(p, o, c.st, now)
 	if c.st.Store != nil && r.paused > 0 && !r.until.IsZero() {
 		c.sharePause(p.sc, r.until, r.reason)
 	}
 	if o.class.Signal() || o.class == classify.Blocked {
 		e := Event{
-			Time: time.Now(), Scope: p.sc.key, Class: o.class, Status: o.status,
+			Time: now, Scope: p.sc.key, Class: o.class, Status: o.status,
 			Limit: r.limit, Rate: r.rate, PausedTill: r.until,
 		}
 		if o.hasRA {

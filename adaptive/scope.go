@@ -174,9 +174,8 @@ func (s *scope) refuse(now time.Time, maxPause time.Duration) error {
 // acquire waits politely for a send slot. Waiting is FIFO and single-file:
 // only the head of the queue waits for a token, at the rate in force, so a
 // rate cut or a pause reaches the very next send.
-func (s *scope) acquire(ctx context.Context, maxPause time.Duration) (permit, error) {
+func (s *scope) acquire(ctx context.Context, now time.Time, maxPause time.Duration) (permit, error) {
 	s.mu.Lock()
-	now := time.Now()
 	s.lastUsed = now
 	s.breakerTick(now)
 	if len(s.queue) == 0 {
@@ -375,10 +374,9 @@ type reaction struct {
 }
 
 // release returns the slot of p and applies what its outcome says.
-func (s *scope) release(p permit, o outcome, st *settings) reaction {
+func (s *scope) release(p permit, o outcome, st *settings, now time.Time) reaction {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
 	s.lastUsed = now
 	s.inflight--
 	s.counts[o.class]++

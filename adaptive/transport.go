@@ -146,7 +146,7 @@ func (t *Transport) attempt(p Permit, req *http.Request) (*http.Response, outcom
 		if parent.Err() != nil {
 			o.class = classify.Canceled
 		}
-		t.c.release(p.p, o, nil, err)
+		t.c.release(p.p, o, nil, err, now)
 		return nil, o, err
 	}
 	var prefix []byte
@@ -200,7 +200,7 @@ func (b *body) finish(readErr error) {
 				o.class = c
 			}
 		}
-		b.t.c.release(b.p, o, b.resp, readErr)
+		b.t.c.release(b.p, o, b.resp, readErr, time.Now())
 		b.cancel()
 	})
 }
