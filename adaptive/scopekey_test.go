@@ -83,11 +83,11 @@ func TestNormalizeHostAllocs(t *testing.T) {
 		allocs := testing.AllocsPerRun(100, func() { _ = adaptive.NormalizeHost(tt.scheme, tt.host) })
 		assert.Zero(t, allocs, "NormalizeHost(%q, %q)", tt.scheme, tt.host)
 	}
-	req := mustRequest(t, "https://example.com/path")
+	req := skRequest(t, "https://example.com/path")
 	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = adaptive.ScopeHost(req) }), "ScopeHost")
 }
 
-func mustRequest(t testing.TB, rawURL string) *http.Request {
+func skRequest(t testing.TB, rawURL string) *http.Request {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, rawURL, nil)
 	require.NoError(t, err)
@@ -104,7 +104,7 @@ func TestScopeHost(t *testing.T) {
 		{"http://[::1]:80/", "[::1]"},
 	}
 	for _, tt := range tests {
-		assert.Equal(t, tt.want, adaptive.ScopeHost(mustRequest(t, tt.url)), tt.url)
+		assert.Equal(t, tt.want, adaptive.ScopeHost(skRequest(t, tt.url)), tt.url)
 	}
 
 	// no URL host (a server-side request, say): Request.Host, scheme http
@@ -112,7 +112,7 @@ func TestScopeHost(t *testing.T) {
 	assert.Equal(t, "example.org", adaptive.ScopeHost(&http.Request{Host: "example.org"}))
 	assert.Empty(t, adaptive.ScopeHost(&http.Request{}))
 	// the URL's host is where the request goes; a Host header override is not
-	req := mustRequest(t, "http://a.example/")
+	req := skRequest(t, "http://a.example/")
 	req.Host = "b.example"
 	assert.Equal(t, "a.example", adaptive.ScopeHost(req))
 }
@@ -139,7 +139,7 @@ func TestScopeDomain(t *testing.T) {
 		{"https://com/", "com"},
 	}
 	for _, tt := range tests {
-		assert.Equal(t, tt.want, adaptive.ScopeDomain(mustRequest(t, tt.url)), tt.url)
+		assert.Equal(t, tt.want, adaptive.ScopeDomain(skRequest(t, tt.url)), tt.url)
 	}
 	assert.Empty(t, adaptive.ScopeDomain(&http.Request{}))
 }
@@ -154,7 +154,7 @@ func TestScopeProxy(t *testing.T) {
 	noProxy := func(*http.Request) (*url.URL, error) { return nil, nil }
 	failing := func(*http.Request) (*url.URL, error) { return nil, errors.New("no proxy for you") }
 
-	req := mustRequest(t, "https://Example.com:443/")
+	req := skRequest(t, "https://Example.com:443/")
 	tests := []struct {
 		name  string
 		proxy func(*http.Request) (*url.URL, error)
@@ -179,10 +179,10 @@ func TestScopeProxy(t *testing.T) {
 
 	// every request through one proxy shares one scope
 	f := adaptive.ScopeProxy(fixed("http://proxy.example:3128"))
-	assert.Equal(t, f(mustRequest(t, "https://a.example/")), f(mustRequest(t, "http://b.example:8080/")))
+	assert.Equal(t, f(skRequest(t, "https://a.example/")), f(skRequest(t, "http://b.example:8080/")))
 	// a proxy chosen per request keys by the proxy chosen
 	byHost := adaptive.ScopeProxy(func(r *http.Request) (*url.URL, error) {
 		return &url.URL{Scheme: "http", Host: r.URL.Hostname() + "-proxy:3128"}, nil
 	})
-	assert.Equal(t, "proxy:a.example-proxy:3128", byHost(mustRequest(t, "https://a.example/")))
+	assert.Equal(t, "proxy:a.example-proxy:3128", byHost(skRequest(t, "https://a.example/")))
 }
