@@ -95,6 +95,27 @@ func TestRetryAfterPausesScope(t *testing.T) {
 					}
 				}
 				assert.Zero(t, same, "requests resumed in one instant")
+				// resumption comes within the pause plus the jitter spread
+				// (10 % of 3 s) and one send interval: for each pause (the
+				// last 429 of a burst + 3 s) the next accepted request
+				gaps := 0
+				for i, r := range st.Rejected {
+					if i+1 < len(st.Rejected) && st.Rejected[i+1]-r < 3*time.Second {
+						continue // not the last 429 of its burst
+					}
+					end := r + 3*time.Second
+					if mode == testserver.RetryAfterHTTPDate && end%time.Second != 0 {
+						// the date is rounded up to a whole second
+						end = end.Truncate(time.Second) + time.Second
+					}
+					k := sort.Search(len(acc), func(j int) bool { return acc[j] >= end })
+					if k == len(acc) {
+						continue // the crawl ended first
+					}
+					gaps++
+					assert.Less(t, acc[k]-end, 300*time.Millisecond+100*time.Millisecond, "resume after the pause ending at %v", end)
+				}
+				assert.Positive(t, gaps)
 				assertIdle(t, ctrl)
 			})
 		})
