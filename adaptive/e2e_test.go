@@ -242,7 +242,19 @@ func TestConcurrencyCappedOrigin(t *testing.T) {
 			Latency: testserver.Latency{Base: 100 * time.Millisecond},
 		}))
 		c, ctrl := newCollector(t, srv, adaptive.WithRobots(false))
+		// no additive increase during the hold after a 503: the limit 9 s
+		// after the first overload is no higher than right after it
+		over := ctrl.Events(classify.Overloaded)
+		held := make(chan [2]float64, 1)
+		go func() {
+			e := <-over
+			time.Sleep(time.Until(e.Time.Add(9 * time.Second)))
+			snap, _ := ctrl.Snapshot(e.Scope)
+			held <- [2]float64{e.Limit, snap.Limit}
+		}()
 		crawl(t, c, 40, 60*time.Second, srv.HostURL("a.test"))
+		h := <-held
+		assert.LessOrEqual(t, h[1], h[0], "limit %v right after the 503, %v 9 s later", h[0], h[1])
 		st := srv.Stats("a.test")
 		share := float64(st.ByStatus[503]) / float64(st.Requests)
 		t.Logf("503 share %.2f %% of %d, max in flight %d", share*100, st.Requests, st.MaxInFlight)
