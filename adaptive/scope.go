@@ -121,9 +121,6 @@ func (s *scope) effectiveRate(now time.Time) float64 {
 	if c > 0 && r > c {
 		r = c
 	}
-	if s.breaker == BreakerHalfOpen {
-		r = s.law.rule.MinRate
-	}
 	return r
 }
 
