@@ -151,7 +151,9 @@ type Config struct {
 	// limit, in flight, rate, event) at Info level.
 	Logger *slog.Logger
 	// Classifier turns outcomes into classes. nil means the zero
-	// classify.Classifier (Cloudflare challenge detection).
+	// classify.Classifier (Cloudflare challenge detection). A Classifier
+	// with Detectors of its own makes the transport show them the first
+	// 16 KiB of every body under 500 (the caller still reads it whole).
 	Classifier *classify.Classifier
 	// BlockBodyMarkers, if set, are searched (case-insensitively) in the
 	// first 16 KiB of 2xx/4xx bodies to detect block pages.
