@@ -183,6 +183,33 @@ type Excess struct {
 	// time until the window resets, the oldest logged request leaves the
 	// window, or the bucket is full, rounded up.
 	QuotaHeaders bool
+	// RawRetryAfter, if not empty, is sent instead of the Retry-After that
+	// RetryAfter and FixedRetryAfter would give (leave those zero): one
+	// header line per entry, verbatim and in order, on every rejection.
+	// It reaches what the modes cannot: "1000000000000" (huge),
+	// "-1" (negative), "in a while" (garbage), two conflicting lines
+	// {"5", "3600"}, "Thu, 01 Jan 1970 00:00:00 GMT" (a date long past) or
+	// "Fri, 31 Dec 9999 23:59:59 GMT" (far in the future). Entries must not
+	// contain control characters other than tab; leading and trailing
+	// blanks are not significant in HTTP and clients drop them.
+	//
+	// A pause is announced, for Stats.PauseViolations, only by a single
+	// line that RFC 9110 gives a meaning: all digits (seconds from the
+	// response; an amount beyond time.Duration runs forever) or an
+	// HTTP-date (any of the three forms) in the future. Repeated lines,
+	// "0", negative, garbage and past dates announce none.
+	RawRetryAfter []string
+	// CloseConnection answers rejections as a struggling proxy does: the
+	// status and Retry-After (and quota headers, if any) with an empty body
+	// (Content-Length: 0, no Content-Type) and "Connection: close", after
+	// which the server closes the connection. The next request needs a new
+	// connection.
+	CloseConnection bool
+	// QuotaLie, if set, replaces the honest quota headers of QuotaHeaders
+	// (leave that false) with headers that say the quota is spent and
+	// already reset, on every response of the host, whatever its limit
+	// (even None) and whatever was admitted; see QuotaLieMode.
+	QuotaLie QuotaLieMode
 }
 
 // Ban makes a host block a client that keeps exceeding the limit (a Ban
@@ -241,10 +268,23 @@ type Robots struct {
 	// whole seconds (rounded up) and announces a pause like a rejection
 	// does.
 	RetryAfter time.Duration
+	// ContentType is the Content-Type of /robots.txt. Empty means
+	// "text/plain; charset=utf-8". With "text/html; charset=utf-8" and an
+	// HTML page in Body, robots.txt is served as HTML, as by a site whose
+	// error page or SPA shell answers every path.
+	ContentType string
+	// Size, if > 0, is the exact length of the body: the generated or
+	// verbatim body followed by filler comment lines ("# ...", after a
+	// line break if the body does not end with one; the last line may be
+	// cut short). The filler is streamed from a shared buffer, so a 10 MB
+	// robots.txt costs the server no 10 MB per request. Size must not be
+	// below the body's own length.
+	Size int64
 }
 
-// Policy is everything about one virtual host. The zero value is a host with
-// no limit, no latency, the default site and an allow-all robots.txt.
+// Policy is everything about one virtual host. The zero value is an honest
+// host with no limit, no latency, the default site and an allow-all
+// robots.txt.
 type Policy struct {
 	// Limit applies from the server's start until the first Step.
 	Limit Limit
@@ -257,6 +297,10 @@ type Policy struct {
 	Ban    *Ban
 	Site   Site
 	Robots Robots
+	// Adversary makes the host misbehave on the requests its limit admits
+	// (not on rejections, ban pages or robots.txt); the zero value is an
+	// honest origin. See AdversaryKind.
+	Adversary Adversary
 }
 
 // Network selects how clients reach the server.
@@ -442,6 +486,23 @@ func validatePolicy(host string, p *Policy) error {
 	if ex.FixedRetryAfter < 0 {
 		return configErr(host, "Excess.FixedRetryAfter: negative %v", ex.FixedRetryAfter)
 	}
+	if len(ex.RawRetryAfter) > 0 && (ex.RetryAfter != RetryAfterSeconds || ex.FixedRetryAfter != 0) {
+		return configErr(host, "Excess.RawRetryAfter replaces RetryAfter and FixedRetryAfter: leave them zero")
+	}
+	for i, v := range ex.RawRetryAfter {
+		if !validFieldValue(v) {
+			return configErr(host, "Excess.RawRetryAfter[%d] %q contains a control character", i, v)
+		}
+	}
+	if ex.QuotaLie < NoQuotaLie || ex.QuotaLie > QuotaLieResetDate {
+		return configErr(host, "Excess.QuotaLie: unknown QuotaLieMode %d", int(ex.QuotaLie))
+	}
+	if ex.QuotaLie != NoQuotaLie && ex.QuotaHeaders {
+		return configErr(host, "Excess.QuotaLie replaces the honest QuotaHeaders: set one of them")
+	}
+	if err := validateAdversary(host, p.Adversary); err != nil {
+		return err
+	}
 	if b := p.Ban; b != nil {
 		if b.After < 1 {
 			return configErr(host, "Ban.After must be >= 1, got %d", b.After)
@@ -471,7 +532,27 @@ func validatePolicy(host string, p *Policy) error {
 			return configErr(host, "Robots.Disallow %q contains a line break", d)
 		}
 	}
+	if !validFieldValue(r.ContentType) {
+		return configErr(host, "Robots.ContentType %q contains a control character", r.ContentType)
+	}
+	if r.Size < 0 {
+		return configErr(host, "Robots.Size: negative %d", r.Size)
+	}
+	if _, body := renderRobots(&r); r.Size > 0 && r.Size < int64(len(body)) {
+		return configErr(host, "Robots.Size %d below the body's %d bytes", r.Size, len(body))
+	}
 	return nil
+}
+
+// validFieldValue reports whether v can be sent verbatim as a header field
+// value: no control characters but tab (RFC 9110, section 5.5).
+func validFieldValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // validate checks cfg and returns the sorted host names.

@@ -2,10 +2,11 @@
 // polite: several virtual hosts in one server, each with its own capacity
 // (fixed window, token bucket / GCRA, sliding window, concurrency cap, or a
 // schedule of them), latency, answer to excess (429 or 503, every form of
-// Retry-After, quota headers, bans), a crawlable site and a robots.txt. Per
-// host Stats give what a test asserts on: counts per status, accepted and
-// rejected times, concurrency, accepted rate per second and pause violations (requests that
-// ignored an announced Retry-After).
+// Retry-After, quota headers, bans), a crawlable site, a robots.txt and, on
+// demand, the misbehaviour of adversarial origins (see below). Per host
+// Stats give what a test asserts on: counts per status, accepted and
+// rejected times, concurrency, accepted rate per second and pause
+// violations (requests that ignored an announced Retry-After).
 //
 // It has the shape of net/http/httptest: New returns a started *Server with
 // URL, Client and an idempotent Close; NewTest binds one to a test. Two
@@ -56,6 +57,34 @@
 //	                    alone; unknown or repeated names, or a bad n, get 400.
 //
 // Anything else, such as /page/abc, /page/07 or /page/1/, is 404.
+//
+// # Adversarial origins
+//
+// To prove that a crawler survives servers it does not control, a host can
+// misbehave on purpose. Each of these works on both networks, keeps the
+// statistics (Stats.Requests always; Stats.ByStatus whenever a status was
+// sent) and ends at once on Close:
+//
+//	connection reset mid-body     Adversary{Kind: ResetMidBody, Bytes: n}
+//	a body that drips             Adversary{Kind: DripBody, Bytes: n, Interval: d}
+//	headers that never arrive     Adversary{Kind: Hang}
+//	429, empty body, closed conn  Excess{CloseConnection: true}
+//	Retry-After huge, negative,   Excess{RawRetryAfter: []string{"1000000000000"}},
+//	garbage, repeated and         {"-1"}, {"in a while"}, {"5", "3600"},
+//	conflicting, a date long past {"Thu, 01 Jan 1970 00:00:00 GMT"},
+//	or far ahead                  {"Fri, 31 Dec 9999 23:59:59 GMT"}
+//	quota headers that lie        Excess{QuotaLie: QuotaLieResetDate} (and other modes)
+//	Crawl-delay 1e9, -1, abc      Robots{Body: "User-agent: *\nCrawl-delay: abc\n"}
+//	robots.txt of 10 MB           Robots{Size: 10 << 20} (streamed)
+//	robots.txt with a BOM         Robots{Body: "\ufeffUser-agent: *\nDisallow: /x\n"}
+//	robots.txt served as HTML     Robots{ContentType: "text/html; charset=utf-8", Body: page}
+//	a redirect loop               GET /redirect/loop
+//	redirects between hosts       GET /redirect/hop?n=K&hosts=H1,H2,...
+//
+// Adversary acts on the requests the limit admits, after their latency;
+// rejections, ban pages and robots.txt are answered as usual, as by a rate
+// limiter in front of a broken origin, so a host can both throttle and
+// break.
 //
 // Time is always time.Now, so inside a bubble everything is virtual and
 // exact. Requests other than /robots.txt count against the limit; robots.txt

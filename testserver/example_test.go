@@ -155,3 +155,45 @@ func Example_redirects() {
 	// 200 http://b.test/page/1
 	// a.test accepted 2 b.test accepted 2
 }
+
+// An adversarial origin: it resets every page mid-body and throttles with
+// Retry-After lines no client should trust, on a connection it then closes.
+// A crawler under test must report the short page as an error and must
+// neither spin nor stop for good.
+func ExampleAdversary() {
+	srv, err := testserver.New(testserver.Config{
+		Network: testserver.Memory,
+		Hosts: map[string]testserver.Policy{"a.test": {
+			Limit:     testserver.Limit{Kind: testserver.FixedWindow, N: 1, Window: time.Hour},
+			Excess:    testserver.Excess{RawRetryAfter: []string{"-1", "1000000000000"}, CloseConnection: true},
+			Adversary: testserver.Adversary{Kind: testserver.ResetMidBody, Bytes: 15},
+		}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+
+	c := srv.Client()
+	resp, err := c.Get(srv.URL + "/")
+	if err != nil {
+		log.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, "announced", resp.ContentLength > int64(len(body)), "got", len(body), "bytes:", err)
+
+	resp, err = c.Get(srv.URL + "/")
+	if err != nil {
+		log.Fatal(err)
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, "Retry-After", resp.Header.Values("Retry-After"), "closed", resp.Close)
+
+	st := srv.Stats("a.test")
+	fmt.Println("server:", st.Requests, "requests", st.ByStatus)
+	// Output:
+	// 200 announced true got 15 bytes: unexpected EOF
+	// 429 Retry-After [-1 1000000000000] closed true
+	// server: 2 requests map[200:1 429:1]
+}

@@ -29,7 +29,12 @@ func FuzzRequest(f *testing.F) {
 			Ban:    &Ban{After: 3},
 			Site:   Site{Pages: 10, FanOut: 3},
 		},
-		"b.test": {Limit: Limit{Kind: TokenBucket, Rate: 1, Burst: 1}},
+		"b.test": {
+			Limit: Limit{Kind: TokenBucket, Rate: 1, Burst: 1},
+			Excess: Excess{RawRetryAfter: []string{"-1", "Thu, 01 Jan 1970 00:00:00 GMT"},
+				CloseConnection: true, QuotaLie: QuotaLieResetDate},
+			Robots: Robots{Size: 1 << 16, ContentType: "text/html"},
+		},
 	}})
 	if err != nil {
 		f.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,8 @@ type host struct {
 
 	robotsStatus int
 	robotsBody   []byte
+	robotsType   string
+	robotsSize   int64 // the Content-Length of robots.txt
 
 	mu       sync.Mutex
 	step     int // index of the Schedule step in force, -1 for pol.Limit
@@ -44,7 +47,10 @@ func newHost(s *Server, name string, p Policy) *host {
 	if p.Site.FanOut == 0 {
 		p.Site.FanOut = defaultFanOut
 	}
-	p.Schedule = append([]Step(nil), p.Schedule...) // the caller keeps its slice
+	p.Schedule = append([]Step(nil), p.Schedule...) // the caller keeps its slices
+	if len(p.Excess.RawRetryAfter) > 0 {
+		p.Excess.RawRetryAfter = append([]string(nil), p.Excess.RawRetryAfter...)
+	}
 	if p.Ban != nil {
 		b := *p.Ban
 		if b.Within == 0 {
@@ -57,6 +63,11 @@ func newHost(s *Server, name string, p Policy) *host {
 	}
 	h := &host{name: name, srv: s, pol: p, step: -1, lim: newLimiter(p.Limit)}
 	h.robotsStatus, h.robotsBody = renderRobots(&p.Robots)
+	h.robotsType = p.Robots.ContentType
+	if h.robotsType == "" {
+		h.robotsType = "text/plain; charset=utf-8"
+	}
+	h.robotsSize = max(p.Robots.Size, int64(len(h.robotsBody)))
 	return h
 }
 
@@ -111,21 +122,42 @@ func (h *host) feedBan(e time.Duration) {
 
 // quotaHeaders are computed under the lock and written after it.
 type quotaHeaders struct {
-	ok   bool
+	ok   bool // the limit has a quota to state
 	q, r int
 	w    int64
 	t    time.Duration
+
+	lie   QuotaLieMode
+	reset string // the lie's X-RateLimit-Reset
 }
 
-func (h *host) quota(e time.Duration) quotaHeaders {
-	if !h.pol.Excess.QuotaHeaders {
+// quota returns the quota headers of a response at now (offset e). h.mu
+// must be held.
+func (h *host) quota(now time.Time, e time.Duration) quotaHeaders {
+	ex := &h.pol.Excess
+	if !ex.QuotaHeaders && ex.QuotaLie == NoQuotaLie {
 		return quotaHeaders{}
 	}
 	q, w, r, t, ok := h.lim.quota(e)
-	return quotaHeaders{ok: ok, q: q, w: w, r: r, t: t}
+	qh := quotaHeaders{ok: ok, q: q, w: w, r: r, t: t, lie: ex.QuotaLie}
+	if qh.lie != NoQuotaLie {
+		qh.reset = lieReset(qh.lie, now)
+	}
+	return qh
 }
 
 func (qh *quotaHeaders) write(hdr http.Header) {
+	if qh.lie != NoQuotaLie {
+		if qh.ok {
+			q := strconv.Itoa(qh.q)
+			hdr["Ratelimit-Policy"] = []string{`"default";q=` + q + ";w=" + strconv.FormatInt(qh.w, 10)}
+			hdr["X-Ratelimit-Limit"] = []string{q}
+		}
+		hdr["Ratelimit"] = []string{`"default";r=0;t=0`}
+		hdr["X-Ratelimit-Remaining"] = []string{"0"}
+		hdr["X-Ratelimit-Reset"] = []string{qh.reset}
+		return
+	}
 	if !qh.ok {
 		return
 	}
@@ -146,7 +178,20 @@ func ceilSeconds(d time.Duration, floor int64) int64 {
 
 // retryAfter renders the Retry-After of a rejection at now whose
 // capacity frees after wait, and the pause it announces (0: none).
-func (h *host) retryAfter(now time.Time, wait time.Duration) (value string, pause time.Duration) {
+func (h *host) retryAfter(now time.Time, wait time.Duration) (values []string, pause time.Duration) {
+	ex := &h.pol.Excess
+	if len(ex.RawRetryAfter) > 0 {
+		return slices.Clone(ex.RawRetryAfter), rawPause(ex.RawRetryAfter, now)
+	}
+	v, pause := h.retryAfterMode(now, wait)
+	if v == "" {
+		return nil, pause
+	}
+	return []string{v}, pause
+}
+
+// retryAfterMode renders the Retry-After of Excess.RetryAfter.
+func (h *host) retryAfterMode(now time.Time, wait time.Duration) (value string, pause time.Duration) {
 	ex := &h.pol.Excess
 	d := wait
 	if ex.FixedRetryAfter > 0 {
@@ -237,7 +282,7 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.arrive(e)
 	if e < h.banUntil {
 		h.reject(e, http.StatusForbidden)
-		qh := h.quota(e)
+		qh := h.quota(now, e)
 		h.mu.Unlock()
 		qh.write(w.Header())
 		writeBody(w, http.StatusForbidden, "text/html; charset=utf-8", blockPage)
@@ -248,20 +293,25 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status := h.excessStatus()
 		ra, pause := h.retryAfter(now, wait)
 		if pause > 0 {
-			h.announce(e, e+pause)
+			h.announce(e, addSat(e, pause))
 		}
 		h.feedBan(e)
 		h.reject(e, status)
-		qh := h.quota(e)
+		qh := h.quota(now, e)
 		h.mu.Unlock()
 		hdr := w.Header()
 		qh.write(hdr)
-		if ra != "" {
-			hdr["Retry-After"] = []string{ra}
+		if ra != nil {
+			hdr["Retry-After"] = ra
+		}
+		if h.pol.Excess.CloseConnection {
+			closeWithStatus(w, status)
+			return
 		}
 		writeBody(w, status, "text/plain; charset=utf-8", []byte(http.StatusText(status)+"\n"))
 		return
 	}
+	adv := h.pol.Adversary
 	delay := h.latency(h.inFlight)
 	h.inFlight++
 	h.maxInFlight = max(h.maxInFlight, h.inFlight)
@@ -271,8 +321,10 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.perSecond = append(h.perSecond, 0)
 	}
 	h.perSecond[sec]++
-	h.count(rep.status)
-	qh := h.quota(e)
+	if adv.Kind != Hang {
+		h.count(rep.status) // a hanging host sends no status
+	}
+	qh := h.quota(now, e)
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
@@ -280,6 +332,9 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.mu.Unlock()
 	}()
 
+	if adv.Kind == Hang {
+		s.hang(r)
+	}
 	if delay > 0 && !s.sleep(r, delay) {
 		// Closing, or the client gave up: drop the connection rather than
 		// let the server send an empty 200.
@@ -287,16 +342,25 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	hdr := w.Header()
 	qh.write(hdr)
+	ctype, body := "text/plain; charset=utf-8", []byte(nil)
 	switch rep.status {
 	case http.StatusOK:
-		writeBody(w, http.StatusOK, "text/html; charset=utf-8", renderPage(h.name, rep.page, h.pol.Site))
+		ctype, body = "text/html; charset=utf-8", renderPage(h.name, rep.page, h.pol.Site)
 	case http.StatusFound:
 		hdr["Location"] = []string{rep.location}
-		writeBody(w, http.StatusFound, "text/plain; charset=utf-8", []byte("302 Found\n"))
+		body = []byte("302 Found\n")
 	case http.StatusBadRequest:
-		writeBody(w, http.StatusBadRequest, "text/plain; charset=utf-8", []byte("400 bad request: testserver: "+rep.msg+"\n"))
+		body = []byte("400 bad request: testserver: " + rep.msg + "\n")
 	default:
-		writeBody(w, http.StatusNotFound, "text/plain; charset=utf-8", []byte("404 page not found\n"))
+		body = []byte("404 page not found\n")
+	}
+	switch adv.Kind {
+	case ResetMidBody:
+		resetMidBody(w, rep.status, ctype, body, adv.Bytes)
+	case DripBody:
+		s.drip(w, r, rep.status, ctype, body, adv)
+	default:
+		writeBody(w, rep.status, ctype, body)
 	}
 }
 
@@ -313,15 +377,40 @@ func (h *host) serveRobots(w http.ResponseWriter) {
 		ra = strconv.FormatInt(s, 10)
 		h.announce(e, e+time.Duration(s)*time.Second)
 	}
-	qh := h.quota(e)
+	qh := h.quota(now, e)
 	h.mu.Unlock()
 	hdr := w.Header()
 	qh.write(hdr)
 	if ra != "" {
 		hdr["Retry-After"] = []string{ra}
 	}
-	writeBody(w, h.robotsStatus, "text/plain; charset=utf-8", h.robotsBody)
+	if h.robotsSize == int64(len(h.robotsBody)) {
+		writeBody(w, h.robotsStatus, h.robotsType, h.robotsBody)
+		return
+	}
+	hdr["Content-Type"] = []string{h.robotsType}
+	hdr["Content-Length"] = []string{strconv.FormatInt(h.robotsSize, 10)}
+	w.WriteHeader(h.robotsStatus)
+	if _, err := w.Write(h.robotsBody); err != nil {
+		return
+	}
+	rest := h.robotsSize - int64(len(h.robotsBody))
+	if b := h.robotsBody; len(b) > 0 && b[len(b)-1] != '\n' {
+		if _, err := w.Write(newline); err != nil {
+			return
+		}
+		rest--
+	}
+	for rest > 0 {
+		n := int(min(rest, int64(len(robotsFiller))))
+		if _, err := w.Write(robotsFiller[:n]); err != nil {
+			return // the client went away, or the server is closing
+		}
+		rest -= int64(n)
+	}
 }
+
+var newline = []byte{'\n'}
 
 // parsePath maps "/" to page -1 and "/page/N" to N, N in canonical decimal
 // (no sign, no leading zero) and below Site.Pages.

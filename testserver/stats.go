@@ -11,12 +11,14 @@ type Stats struct {
 	Requests int
 	// ByStatus counts responses per status code, robots.txt included. A
 	// request is counted when its status is decided (on arrival), even if
-	// the client gives up during the latency.
+	// the client gives up during the latency, or the body is cut short or
+	// dripped by an Adversary. A request to a Hang host is not counted
+	// here: it never gets a status.
 	ByStatus map[int]int
 	// Accepted holds the arrival times of the requests the limit admitted,
 	// in order. They are answered 200, 302 by a redirect endpoint, 400 for
-	// a malformed redirect request, or 404 for a path not on the site;
-	// robots.txt is not included.
+	// a malformed redirect request, or 404 for a path not on the site (in
+	// the way the host's Adversary says); robots.txt is not included.
 	Accepted []time.Duration
 	// Rejected holds the arrival times of the requests the host refused, in
 	// order, on the clock of Accepted: those answered with the excess status
@@ -37,7 +39,8 @@ type Stats struct {
 	// announced by a Retry-After in seconds or as an HTTP-date, and runs
 	// from the response that carried it to the deadline a client computes
 	// from what was sent (that response's time plus the seconds sent, or
-	// the date sent); "0", garbage and a missing header announce none. A
+	// the date sent); "0", garbage and a missing header announce none
+	// (for raw values, see Excess.RawRetryAfter). A
 	// request arriving at the same instant as the announcement is not
 	// counted: it was sent before the client could know. In virtual time
 	// (Memory inside synctest) that makes the count exact for requests that

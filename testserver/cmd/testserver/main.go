@@ -5,6 +5,7 @@
 //
 //	go run ./testserver/cmd/testserver -rate 30 -latency 350ms
 //	go run ./testserver/cmd/testserver -kind token -rate 5 -burst 2 -retry-after date -hosts 3
+//	go run ./testserver/cmd/testserver -adversary drip -drip-interval 1s -robots-size 10485760
 //
 // Every host gets the same policy. Run with -h for every flag.
 package main
@@ -52,6 +53,9 @@ type options struct {
 	retryAfter      string
 	fixedRetryAfter time.Duration
 	quotaHeaders    bool
+	rawRetryAfter   []string
+	excessClose     bool
+	quotaLie        string
 
 	banAfter          int
 	banWithin, banFor time.Duration
@@ -59,6 +63,13 @@ type options struct {
 	crawlDelay   time.Duration
 	robotsStatus int
 	disallow     string
+	robotsFile   string
+	robotsType   string
+	robotsSize   int64
+
+	adversary      string
+	adversaryBytes int
+	dripInterval   time.Duration
 
 	pages, fanOut int
 
@@ -75,6 +86,9 @@ with the same policy), prints each host's URL, serves until Ctrl-C or
 of N requests per second. Requests other than /robots.txt count against the
 limit; "/" and /page/N form a crawlable site, and /redirect?to=URL,
 /redirect/loop and /redirect/hop?n=K&hosts=H1,H2 answer redirects.
+-adversary, -excess-close, -raw-retry-after, -quota-lie and the -robots-*
+flags make adversarial origins, to try a crawler against servers that
+misbehave.
 
 flags:
 `
@@ -95,12 +109,24 @@ func (o *options) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.retryAfter, "retry-after", "seconds", "Retry-After `form` on rejections: seconds, date, zero, garbage, none")
 	fs.DurationVar(&o.fixedRetryAfter, "fixed-retry-after", 0, "announce this delay instead of the time until capacity frees")
 	fs.BoolVar(&o.quotaHeaders, "quota-headers", false, "send RateLimit / RateLimit-Policy and X-RateLimit-* headers")
+	fs.Func("raw-retry-after", "send this `value` verbatim as Retry-After on rejections, instead of -retry-after;\nrepeat the flag for several header lines (e.g. -raw-retry-after 5 -raw-retry-after 3600)", func(v string) error {
+		o.rawRetryAfter = append(o.rawRetryAfter, v)
+		return nil
+	})
+	fs.BoolVar(&o.excessClose, "excess-close", false, "answer rejections with an empty body and Connection: close, then close the connection")
+	fs.StringVar(&o.quotaLie, "quota-lie", "none", "quota headers that lie (remaining 0, reset already past) on every response;\nthe `form` of the reset: zero, epoch (a Unix time), date (an HTTP-date), none")
 	fs.IntVar(&o.banAfter, "ban-after", 0, "ban (403 block page) after this many rejections within -ban-within (0: never)")
 	fs.DurationVar(&o.banWithin, "ban-within", time.Minute, "span in which -ban-after rejections start a ban")
 	fs.DurationVar(&o.banFor, "ban-for", time.Minute, "how long a ban lasts")
 	fs.DurationVar(&o.crawlDelay, "crawl-delay", 0, "Crawl-delay line in robots.txt (0: none)")
 	fs.IntVar(&o.robotsStatus, "robots-status", 200, "status of /robots.txt (e.g. 404, 429, 500)")
 	fs.StringVar(&o.disallow, "disallow", "", "comma-separated `paths` disallowed in robots.txt")
+	fs.StringVar(&o.robotsFile, "robots-file", "", "serve the contents of this `file` verbatim as robots.txt")
+	fs.StringVar(&o.robotsType, "robots-type", "", "Content-Type of robots.txt (default text/plain; charset=utf-8)")
+	fs.Int64Var(&o.robotsSize, "robots-size", 0, "pad robots.txt with comment lines to exactly this many `bytes` (streamed)")
+	fs.StringVar(&o.adversary, "adversary", "none", "misbehave on admitted requests: reset (mid-body), drip (one byte per -drip-interval),\nhang (never answer), none")
+	fs.IntVar(&o.adversaryBytes, "adversary-bytes", 0, "reset: body bytes sent before the reset; drip: body length (0: the whole body)")
+	fs.DurationVar(&o.dripInterval, "drip-interval", time.Second, "drip: time between two bytes")
 	fs.IntVar(&o.pages, "pages", 1000, "pages of the site per host")
 	fs.IntVar(&o.fanOut, "fanout", 5, "links per page")
 	fs.IntVar(&o.hosts, "hosts", 1, "number of hosts (a.test, b.test, ...), each on its own port")
@@ -184,9 +210,43 @@ func (o *options) config(set map[string]bool) (testserver.Config, error) {
 			Status:          o.excessStatus,
 			FixedRetryAfter: o.fixedRetryAfter,
 			QuotaHeaders:    o.quotaHeaders,
+			RawRetryAfter:   o.rawRetryAfter,
+			CloseConnection: o.excessClose,
 		},
-		Site:   testserver.Site{Pages: o.pages, FanOut: o.fanOut},
-		Robots: testserver.Robots{Status: o.robotsStatus, CrawlDelay: o.crawlDelay},
+		Site: testserver.Site{Pages: o.pages, FanOut: o.fanOut},
+		Robots: testserver.Robots{Status: o.robotsStatus, CrawlDelay: o.crawlDelay,
+			ContentType: o.robotsType, Size: o.robotsSize},
+	}
+	if o.robotsFile != "" {
+		b, err := os.ReadFile(o.robotsFile)
+		if err != nil {
+			return testserver.Config{}, fmt.Errorf("testserver: -robots-file: %w", err)
+		}
+		if len(b) == 0 {
+			return testserver.Config{}, fmt.Errorf("testserver: -robots-file %s is empty", o.robotsFile)
+		}
+		p.Robots.Body = string(b)
+	}
+	lies := map[string]testserver.QuotaLieMode{
+		"none": testserver.NoQuotaLie, "zero": testserver.QuotaLieResetZero,
+		"epoch": testserver.QuotaLieResetEpoch, "date": testserver.QuotaLieResetDate,
+	}
+	lie, ok := lies[o.quotaLie]
+	if !ok {
+		return testserver.Config{}, fmt.Errorf("testserver: -quota-lie %q: want zero, epoch, date or none", o.quotaLie)
+	}
+	p.Excess.QuotaLie = lie
+	kinds := map[string]testserver.AdversaryKind{
+		"none": testserver.NoAdversary, "reset": testserver.ResetMidBody,
+		"drip": testserver.DripBody, "hang": testserver.Hang,
+	}
+	adv, ok := kinds[o.adversary]
+	if !ok {
+		return testserver.Config{}, fmt.Errorf("testserver: -adversary %q: want reset, drip, hang or none", o.adversary)
+	}
+	p.Adversary = testserver.Adversary{Kind: adv, Bytes: o.adversaryBytes}
+	if adv == testserver.DripBody || set["drip-interval"] {
+		p.Adversary.Interval = o.dripInterval
 	}
 	if o.pages < 1 || o.fanOut < 1 {
 		return testserver.Config{}, fmt.Errorf("testserver: -pages and -fanout must be >= 1")
@@ -198,6 +258,9 @@ func (o *options) config(set map[string]bool) (testserver.Config, error) {
 	mode, ok := modes[o.retryAfter]
 	if !ok {
 		return testserver.Config{}, fmt.Errorf("testserver: -retry-after %q: want seconds, date, zero, garbage or none", o.retryAfter)
+	}
+	if len(o.rawRetryAfter) > 0 && set["retry-after"] {
+		return testserver.Config{}, fmt.Errorf("testserver: -raw-retry-after replaces -retry-after: give one of them")
 	}
 	p.Excess.RetryAfter = mode
 	if o.banAfter != 0 {

@@ -7,6 +7,8 @@ import (
 	"flag"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +65,16 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-rate", "5", "-schedule", "x=5"}, "invalid duration"},
 		{[]string{"-rate", "5", "-schedule", "10s=1.5"}, "whole number"},
 		{[]string{"-rate", "5", "-schedule", "20s=5,10s=3"}, "Schedule[1]"},
+		{[]string{"-adversary", "flood"}, `-adversary "flood"`},
+		{[]string{"-adversary", "hang", "-adversary-bytes", "3"}, "does not use"},
+		{[]string{"-adversary", "reset", "-drip-interval", "1s"}, "does not use"},
+		{[]string{"-adversary", "drip", "-drip-interval", "-1s"}, "negative"},
+		{[]string{"-quota-lie", "maybe"}, `-quota-lie "maybe"`},
+		{[]string{"-quota-lie", "date", "-quota-headers"}, "set one of them"},
+		{[]string{"-raw-retry-after", "5", "-retry-after", "date"}, "replaces -retry-after"},
+		{[]string{"-raw-retry-after", "5\x01"}, "control character"},
+		{[]string{"-robots-size", "3"}, "Robots.Size"},
+		{[]string{"-robots-file", "/nonexistent/robots.txt"}, "-robots-file"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -119,6 +131,25 @@ func TestFlagsToPolicy(t *testing.T) {
 	assert.Equal(t, testserver.Site{Pages: 10, FanOut: 2}, p.Site)
 	assert.Equal(t, testserver.Latency{Jitter: 10 * time.Millisecond, PerInFlight: 5 * time.Millisecond}, p.Latency)
 	assert.Equal(t, testserver.Limit{}, p.Limit)
+
+	p = parse(t, "-adversary", "drip", "-adversary-bytes", "10", "-excess-close", "-quota-lie", "epoch",
+		"-raw-retry-after", "-1", "-raw-retry-after", "Fri, 31 Dec 9999 23:59:59 GMT",
+		"-robots-size", "10485760", "-robots-type", "text/html").Hosts["a.test"]
+	assert.Equal(t, testserver.Adversary{Kind: testserver.DripBody, Bytes: 10, Interval: time.Second}, p.Adversary)
+	assert.Equal(t, testserver.Excess{RawRetryAfter: []string{"-1", "Fri, 31 Dec 9999 23:59:59 GMT"},
+		CloseConnection: true, QuotaLie: testserver.QuotaLieResetEpoch}, p.Excess)
+	assert.Equal(t, testserver.Robots{Status: 200, ContentType: "text/html", Size: 10 << 20}, p.Robots)
+	for flag, kind := range map[string]testserver.AdversaryKind{"reset": testserver.ResetMidBody, "hang": testserver.Hang, "none": testserver.NoAdversary} {
+		assert.Equal(t, testserver.Adversary{Kind: kind}, parse(t, "-adversary", flag).Hosts["a.test"].Adversary)
+	}
+	assert.Equal(t, testserver.Adversary{Kind: testserver.DripBody, Interval: 5 * time.Millisecond},
+		parse(t, "-adversary", "drip", "-drip-interval", "5ms").Hosts["a.test"].Adversary)
+	for flag, mode := range map[string]testserver.QuotaLieMode{"zero": testserver.QuotaLieResetZero, "date": testserver.QuotaLieResetDate, "none": testserver.NoQuotaLie} {
+		assert.Equal(t, mode, parse(t, "-quota-lie", flag).Hosts["a.test"].Excess.QuotaLie)
+	}
+	file := filepath.Join(t.TempDir(), "robots.txt")
+	require.NoError(t, os.WriteFile(file, []byte("\ufeffUser-agent: *\nCrawl-delay: abc\n"), 0o600))
+	assert.Equal(t, "\ufeffUser-agent: *\nCrawl-delay: abc\n", parse(t, "-robots-file", file).Hosts["a.test"].Robots.Body)
 
 	cfg = parse(t, "-hosts", "3", "-seed", "7")
 	assert.Len(t, cfg.Hosts, 3)
