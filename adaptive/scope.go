@@ -460,7 +460,7 @@ func (s *scope) pauseAfter(now time.Time, o outcome, st *settings, r *reaction) 
 	until := now.Add(d + s.jitter(d, st))
 	if until.After(s.pausedUntil) {
 		s.pausedUntil, s.pauseReason = until, reason
-		s.bucket.DrainAt(now, until)
+		s.drainTo(now, until)
 	}
 	r.paused, r.reason = d, reason
 	if d <= st.MaxPause {
@@ -490,7 +490,7 @@ func (s *scope) applyQuota(now time.Time, q classify.Quota, st *settings) {
 			until := now.Add(max(q.Reset, st.MinPause))
 			if until.After(s.pausedUntil) {
 				s.pausedUntil, s.pauseReason = until, ReasonQuota
-				s.bucket.DrainAt(now, until)
+				s.drainTo(now, until)
 			}
 		}
 		return
@@ -524,7 +524,7 @@ func (s *scope) applyPause(now, until time.Time, reason Reason) {
 		return
 	}
 	s.pausedUntil, s.pauseReason = until, reason
-	s.bucket.DrainAt(now, until)
+	s.drainTo(now, until)
 	if len(s.queue) > 0 {
 		s.queue[0].nudge()
 	}
@@ -542,4 +542,16 @@ func (s *scope) untake(p permit) {
 		s.queue[0].nudge()
 	}
 	s.mu.Unlock()
+}
+
+// drainTo empties the bucket for a pause that ends at until. The drain ends
+// one send interval earlier, so that the bucket holds exactly one token when
+// the pause gate opens: the first request goes at the deadline, the next ones
+// ramp at the rate in force (no burst of saved tokens, no extra interval).
+func (s *scope) drainTo(now, until time.Time) {
+	if end := until.Add(-interval(s.curRate)); end.After(now) {
+		s.bucket.DrainAt(now, end)
+		return
+	}
+	s.bucket.DrainAt(now, now)
 }
