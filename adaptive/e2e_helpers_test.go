@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,7 +21,8 @@ import (
 // the other through c, until d of (virtual) time has passed. A worker whose
 // visit fails without any time passing (a parked scope fails fast) waits
 // 100 ms before its next visit, as a crawler loop would, so that virtual
-// time advances. It returns how many OnResponse and OnError callbacks ran.
+// time advances. A base holding %d is a URL template for the page number.
+// It returns how many OnResponse and OnError callbacks ran.
 func crawl(t *testing.T, c *colly.Collector, workers int, d time.Duration, base ...string) (ok, failed int64) {
 	t.Helper()
 	var nOK, nErr, seq atomic.Int64
@@ -34,7 +36,11 @@ func crawl(t *testing.T, c *colly.Collector, workers int, d time.Duration, base 
 			defer wg.Done()
 			for time.Since(start) < d {
 				i := seq.Add(1)
-				u := fmt.Sprintf("%s/page/%d", base[w%len(base)], i%1000)
+				b := base[w%len(base)]
+				u := fmt.Sprintf("%s/page/%d", b, i%1000)
+				if strings.Contains(b, "%d") {
+					u = fmt.Sprintf(b, i) // a template of its own
+				}
 				t0 := time.Now()
 				if err := c.Visit(u); err != nil && time.Since(t0) == 0 {
 					time.Sleep(100 * time.Millisecond)
