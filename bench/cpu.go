@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A real-time benchmark on a small shared machine measures whatever else
+// runs beside it. cpuSample reads, from Linux's /proc, the CPU time every
+// process has used and the CPU time this one has used, so that a cell can
+// say how much of the machine others took while it ran (and the harness can
+// wait for a quiet moment before a cell). Elsewhere ok is false and the
+// figures are left out.
+type cpuSample struct {
+	total, busy, self uint64 // clock ticks
+	ok                bool
+}
+
+func readCPU() cpuSample {
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuSample{}
+	}
+	line, _, _ := strings.Cut(string(stat), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return cpuSample{}
+	}
+	var s cpuSample
+	for i, v := range f[1:] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return cpuSample{}
+		}
+		if i >= 8 { // guest time is already counted in user
+			break
+		}
+		s.total += n
+		if i != 3 && i != 4 { // idle, iowait
+			s.busy += n
+		}
+	}
+	self, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return cpuSample{}
+	}
+	// the command name, in parentheses, may hold spaces: count after it
+	_, rest, found := strings.Cut(string(self), ") ")
+	g := strings.Fields(rest)
+	if !found || len(g) < 13 {
+		return cpuSample{}
+	}
+	utime, err1 := strconv.ParseUint(g[11], 10, 64)
+	stime, err2 := strconv.ParseUint(g[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return cpuSample{}
+	}
+	s.self, s.ok = utime+stime, true
+	return s
+}
+
+// foreign is the share of the machine's CPU time that other processes used
+// between a and b, in percent; ok is false when it cannot be known.
+func foreign(a, b cpuSample) (pct float64, ok bool) {
+	if !a.ok || !b.ok || b.total <= a.total {
+		return 0, false
+	}
+	other := float64(b.busy-a.busy) - float64(b.self-a.self)
+	return max(other, 0) / float64(b.total-a.total) * 100, true
+}
+
+// waitQuiet waits until other processes use less than limit percent of the
+// machine over one second, for at most patience. It reports the share it
+// last saw and whether the machine was quiet.
+func waitQuiet(ctx context.Context, limit float64, patience time.Duration) (float64, bool) {
+	deadline := time.Now().Add(patience)
+	said := false
+	for {
+		a := readCPU()
+		sleep(ctx, time.Second)
+		p, ok := foreign(a, readCPU())
+		if !ok || p < limit || ctx.Err() != nil {
+			return p, true
+		}
+		if time.Now().After(deadline) {
+			return p, false
+		}
+		if !said {
+			fmt.Fprintf(os.Stderr, "  (other processes use %.0f %% of the CPU: waiting up to %v for a quiet moment)\n", p, patience)
+			said = true
+		}
+	}
+}
