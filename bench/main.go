@@ -77,8 +77,9 @@ func main() {
 	who := flag.String("contender", "", "comma-separated contenders to run (default: all), e.g. adaptive,limitrule-10")
 	jsonOut := flag.String("json", "", "also write the results as JSON to this file")
 	parallel := flag.Int("parallel", 1, "cells to run at once (more than 1 perturbs timing)")
-	quiet := flag.Float64("quiet", 15, "before each cell, wait (up to 2 min) until other processes use less than this share of the CPU, in percent; 0: do not wait (sequential runs only)")
-	rerun := flag.Int("rerun", 2, "re-run a cell up to this many times while other processes took more than twice -quiet of the CPU during it; the least perturbed run is kept")
+	quiet := flag.Float64("quiet", 15, "before each cell, wait (up to -patience) until other processes use less than this share of the CPU, in percent; 0: do not wait (sequential runs only)")
+	patience := flag.Duration("patience", 30*time.Second, "the longest wait for a quiet machine before a cell")
+	rerun := flag.Int("rerun", 0, "re-run a cell up to this many times while other processes took more than twice -quiet of the CPU during it; the least perturbed run is kept")
 	verbose := flag.Bool("v", false, "print each cell's accepted and rejected requests per second of the target host")
 	seed := flag.Uint64("seed", 1, "seed of the baselines' random draws and of the server's latency jitter (adaptive keeps its default random seed)")
 	flag.Parse()
@@ -143,7 +144,7 @@ func main() {
 			var err error
 			for try := 0; try <= *rerun; try++ {
 				if *quiet > 0 && *parallel == 1 {
-					waitQuiet(ctx, *quiet, 2*time.Minute)
+					waitQuiet(ctx, *quiet, *patience)
 				}
 				before := readCPU()
 				rr, e := run(ctx, cl.sc, cl.ct, *duration, *seed)
@@ -153,7 +154,7 @@ func main() {
 				if try == 0 || rr.othersCPU() < r.othersCPU() {
 					r, err = rr, e
 				}
-				if e != nil || ctx.Err() != nil || *quiet <= 0 || r.othersCPU() <= 2**quiet {
+				if e != nil || ctx.Err() != nil || *quiet <= 0 || r.othersCPU() <= 2**quiet || try == *rerun {
 					break
 				}
 				fmt.Fprintf(os.Stderr, "  %-3s %-15s other processes took %.0f %% of the CPU: again\n", cl.sc.name, cl.ct.name, rr.othersCPU())

@@ -64,7 +64,7 @@ func TestScale(t *testing.T) {
 		t.Skip("the scale run takes minutes: go test ./bench -run TestScale -scale -v")
 	}
 	hosts, virtual, workers := *scaleHosts, *scaleVirtual, *scaleWorkers
-	warm := min(virtual/4, 5*time.Minute)
+	var warm time.Duration // a quarter of the crawl, at most 5 minutes
 	realStart := time.Now()
 	var peakHeap, peakSys uint64
 	var sampleMem = func() {
@@ -154,7 +154,9 @@ func TestScale(t *testing.T) {
 
 		// the server started with the crawl: the bubble's clock stands
 		// still until every goroutine blocks
-		from, to := warm, virtualDone
+		to := min(virtual, virtualDone)
+		warm = min(to/4, 5*time.Minute)
+		from := warm
 		span := (to - from).Seconds()
 		for _, name := range names {
 			st := srv.Stats(name)
@@ -179,7 +181,7 @@ func TestScale(t *testing.T) {
 		if virtualDone > warm {
 			goodput := float64(accepted) / span
 			t.Logf("goodput after %v of warm-up: %.0f req/s of %.0f req/s (sum of capacities) = %.1f %%",
-				warm, goodput, capacity, goodput/capacity*100)
+				warm.Round(time.Second), goodput, capacity, goodput/capacity*100)
 			t.Logf("  hosts at <= 5 req/s: %.1f %% of their capacity; at >= 15 req/s: %.1f %%",
 				lowGood/lowCap*100, highGood/highCap*100)
 			t.Logf("rejected %d of %d requests (%.2f %%), %d pause violations", rejected, sent, pct(rejected, sent), viol)
