@@ -3,8 +3,10 @@ package adaptive
 import (
 	"context"
 	"log/slog"
+	"math"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -171,6 +173,11 @@ func (c *Controller) outcomeOf(resp *http.Response, err error, now time.Time, bo
 		o.class = c.st.Classifier.Classify(classify.Outcome{Status: resp.StatusCode, Header: resp.Header, Body: body, Err: err})
 		if o.class == classify.Throttled || o.class == classify.Overloaded {
 			o.retryAfter, o.hasRA = classify.RetryAfter(resp.Header, now)
+			if !o.hasRA && hugeRetryAfter(resp.Header) {
+				// delay-seconds too large to represent: the server asked
+				// for a pause longer than any we wait for, not for none
+				o.retryAfter, o.hasRA = time.Duration(math.MaxInt64), true
+			}
 		}
 		o.quota, o.hasQuota = classify.ParseQuota(resp.Header, now)
 	} else {
@@ -372,4 +379,26 @@ func (c *Controller) storeError(op, scope string, err error) {
 		l = slog.Default()
 	}
 	l.Warn("adaptive: store "+op+" failed; the local pause gate still holds", "scope", scope, "err", err)
+}
+
+// hugeRetryAfter reports whether a Retry-After line is delay-seconds too
+// large for classify to represent (more than 9223372036 s): all digits.
+func hugeRetryAfter(h http.Header) bool {
+	for _, v := range h.Values("Retry-After") {
+		v = strings.TrimSpace(v)
+		if len(v) <= 10 {
+			continue
+		}
+		all := true
+		for i := 0; i < len(v); i++ {
+			if v[i] < '0' || v[i] > '9' {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }

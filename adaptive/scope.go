@@ -457,6 +457,7 @@ func (s *scope) pauseAfter(now time.Time, o outcome, st *settings, r *reaction) 
 	if d <= 0 {
 		return
 	}
+	d = min(d, longestPause)
 	until := now.Add(d + s.jitter(d, st))
 	if until.After(s.pausedUntil) {
 		s.pausedUntil, s.pauseReason = until, reason
@@ -487,7 +488,7 @@ func (s *scope) jitter(d time.Duration, st *settings) time.Duration {
 func (s *scope) applyQuota(now time.Time, q classify.Quota, st *settings) {
 	if q.Remaining <= 0 {
 		if q.Reset > 0 {
-			until := now.Add(max(q.Reset, st.MinPause))
+			until := now.Add(min(max(q.Reset, st.MinPause), longestPause))
 			if until.After(s.pausedUntil) {
 				s.pausedUntil, s.pauseReason = until, ReasonQuota
 				s.drainTo(now, until)
@@ -504,7 +505,7 @@ func (s *scope) applyQuota(now time.Time, q classify.Quota, st *settings) {
 	}
 	left := float64(q.Remaining) - float64(s.inflight)
 	s.quoCeil = math.Max(left, 1) / reset.Seconds()
-	s.quoUntil = now.Add(reset)
+	s.quoUntil = now.Add(min(reset, longestPause))
 }
 
 // breakerTick moves an open breaker whose pause has ended to half-open.
@@ -555,3 +556,9 @@ func (s *scope) drainTo(now, until time.Time) {
 	}
 	s.bucket.DrainAt(now, now)
 }
+
+// longestPause caps every pause a server can ask for (a Retry-After of
+// 10^12 s, a date in year 9999): far beyond any crawl, and far enough from
+// the limits of time.Duration that adding jitter cannot overflow into the
+// past.
+const longestPause = 100 * 365 * 24 * time.Hour

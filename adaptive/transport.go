@@ -102,7 +102,7 @@ func (t *Transport) roundTrip(req *http.Request, retries int) (*http.Response, e
 		case classify.Throttled, classify.Overloaded:
 			if o.hasRA && o.retryAfter > t.c.st.MaxPause {
 				discard(resp)
-				return nil, &ScopeError{Scope: p.p.sc.key, Reason: ReasonRetryAfter, Until: time.Now().Add(o.retryAfter), Err: ErrPaused}
+				return nil, &ScopeError{Scope: p.p.sc.key, Reason: ReasonRetryAfter, Until: time.Now().Add(min(o.retryAfter, longestPause)), Err: ErrPaused}
 			}
 			if !last {
 				discard(resp)
