@@ -1,6 +1,7 @@
 package adaptive
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -138,12 +139,7 @@ func (t *Transport) fetchRobots(ctx context.Context, origin, ua string) (time.Du
 		case readErr != nil:
 			return st.RobotsFailDelay, st.RobotsRetry
 		}
-		data, err := robotstxt.FromBytes(b)
-		if err != nil {
-			// unparseable: RFC 9309 crawlers use what they can; no delay
-			return 0, st.RobotsTTL
-		}
-		return t.c.capCrawlDelay(origin, data.FindGroup(ua).CrawlDelay), st.RobotsTTL
+		return t.c.capCrawlDelay(origin, CrawlDelay(b, ua)), st.RobotsTTL
 	}
 	return 0, st.RobotsTTL
 }
@@ -175,4 +171,18 @@ func (c *Controller) applyCrawlDelay(req *http.Request, d time.Duration) {
 	}
 	s.syncRate(now)
 	s.mu.Unlock()
+}
+
+// CrawlDelay returns the Crawl-delay that robots.txt body gives user agent
+// ua (temoto/robotstxt's group matching), or 0 when the file cannot be read
+// as rules: RFC 9309 crawlers use what they can. A leading UTF-8 BOM is
+// ignored. The result is not capped: an absurd value (or one that overflowed
+// to a negative duration) comes back as it is, for the caller to bound.
+func CrawlDelay(body []byte, ua string) time.Duration {
+	body = bytes.TrimPrefix(body, []byte("\xef\xbb\xbf"))
+	data, err := robotstxt.FromBytes(body)
+	if err != nil {
+		return 0
+	}
+	return data.FindGroup(ua).CrawlDelay
 }
