@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,7 @@ func main() {
 	workers := flag.Int("workers", 256, "goroutines sending")
 	duration := flag.Duration("duration", 15*time.Minute, "stop after this long even if the count is not reached")
 	short := flag.Bool("short", false, "a small run for CI: 500 hosts, 20,000 requests")
+	memprofile := flag.String("memprofile", "", "write a heap profile here at the end (who holds the memory)")
 	flag.Parse()
 	if *short {
 		*hosts, *requests, *duration = 500, 20_000, 2*time.Minute
@@ -44,7 +46,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "soak: -hosts, -requests, -workers and -duration must be positive")
 		os.Exit(2)
 	}
-	if err := run(*hosts, *requests, *workers, *duration); err != nil {
+	if err := run(*hosts, *requests, *workers, *duration, *memprofile); err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
 		os.Exit(1)
 	}
@@ -61,7 +63,7 @@ type sample struct {
 	scopes     int
 }
 
-func run(nHosts int, total int64, workers int, limit time.Duration) error {
+func run(nHosts int, total int64, workers int, limit time.Duration, memprofile string) error {
 	names := testserver.HostNames(nHosts)
 	pol := make(map[string]testserver.Policy, nHosts)
 	for i, h := range names {
@@ -174,6 +176,21 @@ func run(nHosts int, total int64, workers int, limit time.Duration) error {
 	if sent.Load() < total {
 		fmt.Printf("stopped by -duration %v before %d requests\n", limit, total)
 	}
+	if memprofile != "" {
+		f, err := os.Create(memprofile)
+		if err != nil {
+			return err
+		}
+		runtime.GC()
+		if err := pprof.WriteHeapProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	runtime.KeepAlive(tr) // the controller's scopes count in the samples and the profile
 	return nil
 }
 
