@@ -21,8 +21,17 @@ import (
 // The scale run is a test because only a test can open a testing/synctest
 // bubble. It is off unless asked for, so that go test ./... stays fast:
 //
-//	go test ./bench -run TestScale -scale -v
-//	go test ./bench -run TestScale -scale -v -scale.hosts 10000 -scale.virtual 1h
+//	go test ./bench -run TestScale -scale -v -timeout 0
+//
+// By default it is issue 5's target: 10,000 hosts with hidden limits of 1 to
+// 20 req/s, one hour of virtual crawl, in at most 2 minutes of real time.
+// That is about 378 million requests through net/http over in-memory pipes,
+// far more than 2 cores serve in 2 minutes, so the crawl stops at the
+// real-time deadline and the report says how much virtual time it covered.
+// Smaller runs that finish:
+//
+//	go test ./bench -run TestScale -scale -v -timeout 0 -scale.virtual 1m -scale.deadline 0
+//	go test ./bench -run TestScale -scale -v -timeout 0 -scale.hosts 100 -scale.deadline 0
 var (
 	scale         = flag.Bool("scale", false, "run TestScale, the scale run in virtual time")
 	scaleHosts    = flag.Int("scale.hosts", 10000, "hosts, each with its own hidden limit")
@@ -31,7 +40,7 @@ var (
 	scaleMinRate  = flag.Float64("scale.minrate", 1, "lowest hidden capacity, req/s")
 	scaleMaxRate  = flag.Float64("scale.maxrate", 20, "highest hidden capacity, req/s")
 	scaleLatency  = flag.Duration("scale.latency", 50*time.Millisecond, "latency of every admitted request")
-	scaleDeadline = flag.Duration("scale.deadline", 0, "stop the crawl after this much real time (0: none); the report says how far it got")
+	scaleDeadline = flag.Duration("scale.deadline", 2*time.Minute, "stop the crawl after this much real time (0: none); the report says how much virtual time it covered")
 )
 
 // scaleHost is host i's hidden limit: capacities spread evenly over
@@ -65,7 +74,7 @@ func TestScale(t *testing.T) {
 	}
 	hosts, virtual, workers := *scaleHosts, *scaleVirtual, *scaleWorkers
 	var warm time.Duration // a quarter of the crawl, at most 5 minutes
-	realStart := time.Now()
+	realStart, cpuStart := time.Now(), readCPU()
 	var peakHeap, peakSys uint64
 	var sampleMem = func() {
 		var ms runtime.MemStats
@@ -188,6 +197,9 @@ func TestScale(t *testing.T) {
 		}
 	})
 	elapsed := time.Since(realStart)
+	if p, ok := foreign(cpuStart, readCPU()); ok {
+		t.Logf("other processes used %.0f %% of the machine's CPU during the run", p)
+	}
 	t.Logf("%d hosts, %d workers each, capacities %.0f–%.0f req/s, latency %v", hosts, workers, *scaleMinRate, *scaleMaxRate, *scaleLatency)
 	t.Logf("virtual crawl %v of %v asked; %d requests; %d live scopes at the end", virtualDone.Round(time.Second), virtual, requests.Load(), scopes)
 	t.Logf("real time %v on %d CPUs (GOMAXPROCS %d); peak heap in use %.0f MiB, peak Sys %.0f MiB",
