@@ -176,6 +176,9 @@ func main() {
 	}
 
 	fmt.Printf("go run ./bench %s\n", strings.Join(os.Args[1:], " "))
+	if *short {
+		fmt.Println("(-short: a smoke run, cells too short and run side by side; the figures mean nothing)")
+	}
 	fmt.Printf("%d cells of %v (warm-up %v), %d at a time, %s, %d CPUs, %s, took %v\n\n",
 		len(cells), *duration, *duration/4, *parallel, runtime.Version(), runtime.NumCPU(),
 		time.Now().Format("2006-01-02"), time.Since(began).Round(time.Second))
