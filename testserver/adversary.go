@@ -34,8 +34,9 @@ const (
 	DripBody
 	// Hang accepts the request and never answers: no status line, no
 	// header, until the client goes away or the server closes. Latency
-	// does not apply. The request is in Stats.Accepted and holds a slot of
-	// a Concurrency limit while it hangs, but no status is counted in
+	// does not apply (but for the way in of its RTT). The request is in
+	// Stats.Accepted and holds a slot of a Concurrency limit, or a
+	// WorkerPool's worker, while it hangs, but no status is counted in
 	// Stats.ByStatus, since none was sent.
 	Hang
 )
@@ -141,27 +142,27 @@ func lieReset(m QuotaLieMode, now time.Time) string {
 }
 
 // rawPause is the pause a raw Retry-After announces at now: one line of
-// digits (saturated at the largest Duration) or an HTTP-date in the future;
-// 0 for anything else.
-func rawPause(vals []string, now time.Time) time.Duration {
+// digits (saturated at the largest Duration) or an HTTP-date in the future
+// (dated: the pause is the time until it); 0 for anything else.
+func rawPause(vals []string, now time.Time) (pause time.Duration, dated bool) {
 	if len(vals) != 1 {
-		return 0
+		return 0, false
 	}
 	v := strings.Trim(vals[0], " \t")
 	if v == "" {
-		return 0
+		return 0, false
 	}
 	if strings.Trim(v, "0123456789") == "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil || n > math.MaxInt64/uint64(time.Second) {
-			return math.MaxInt64
+			return math.MaxInt64, false
 		}
-		return time.Duration(n) * time.Second
+		return time.Duration(n) * time.Second, false
 	}
 	if at, err := http.ParseTime(v); err == nil {
-		return max(at.Sub(now.Round(0)), 0) // Sub saturates
+		return max(at.Sub(now.Round(0)), 0), true // Sub saturates
 	}
-	return 0
+	return 0, false
 }
 
 // addSat is e+d, saturated at the largest Duration.

@@ -45,9 +45,22 @@ const (
 	// the excess is answered at once (503 unless Excess.Status says
 	// otherwise).
 	Concurrency
+	// WorkerPool is an origin that queues and never says no: MaxConcurrent
+	// workers serve the admitted requests in arrival order, and a request
+	// that finds every worker busy waits for one in a queue (unbounded
+	// unless Queue is set; beyond Queue waiting requests, the excess is
+	// answered 503 unless Excess.Status says otherwise). A worker is busy
+	// for the request's Latency (its service time), so the pool serves at
+	// most MaxConcurrent / Latency.Base requests per second (fewer with
+	// Jitter or PerInFlight), and under load a request waits in the queue
+	// before its service. A queued request is
+	// not in flight (Stats.MaxInFlight counts busy workers); a client that
+	// gives up while queued leaves the queue, and Close ends queued
+	// requests at once.
+	WorkerPool
 )
 
-var limitKindNames = [...]string{"None", "FixedWindow", "TokenBucket", "SlidingWindow", "Concurrency"}
+var limitKindNames = [...]string{"None", "FixedWindow", "TokenBucket", "SlidingWindow", "Concurrency", "WorkerPool"}
 
 // String returns the constant's name, e.g. "FixedWindow".
 func (k LimitKind) String() string {
@@ -81,36 +94,61 @@ type Limit struct {
 	// must be >= 1 for TokenBucket.
 	Burst int
 	// MaxConcurrent is the number of requests a Concurrency limit serves at
-	// once. It must be >= 1 for Concurrency.
+	// once, and the number of workers of a WorkerPool. It must be >= 1 for
+	// those kinds.
 	MaxConcurrent int
+	// Queue is the most requests a WorkerPool holds waiting for a worker;
+	// a request that finds the queue full is answered as excess. Zero means
+	// an unbounded queue. Other kinds ignore it.
+	Queue int
 	// CountRejected makes rejected requests count against the limit too,
 	// as penalty-box limiters do: a client that keeps knocking while
 	// throttled stays locked out. It applies to SlidingWindow (a rejected
 	// request enters the log) and TokenBucket (a rejected request still
 	// advances the bucket). FixedWindow ignores it (a rejection happens only
-	// once the window is full anyway), as does Concurrency.
+	// once the window is full anyway), as do Concurrency and WorkerPool.
 	CountRejected bool
 }
 
 // Step is one entry of a schedule: from At (measured from the server's
-// start) on, Limit applies to the host. The new limit starts from a fresh
-// state (an empty window, a full bucket); requests in flight are not
-// affected. The zero Step lifts every limit from the start.
+// start) on, Limit applies to the host. A step may lower capacity or raise
+// it (10/s, then 40/s), or change the kind. The new limit starts from a
+// fresh state (an empty window, a full bucket); requests in flight are not
+// affected. Requests a WorkerPool has queued stay admitted and are served
+// by the limit in force, from the step's instant on: by its workers if it
+// is a WorkerPool (with more workers, queued requests start at once; with
+// fewer, requests in service finish and no new one starts until the busy
+// workers number fewer than the new count), at once otherwise. The zero
+// Step lifts every limit from the start.
 type Step struct {
 	At    time.Duration
 	Limit Limit
 }
 
-// Latency is how long the origin takes to answer a request that the limit
-// admitted. Rejections (429/503), ban pages and robots.txt are answered at
-// once, as a rate limiter in front of an origin does. The zero value is no
-// latency.
+// Latency is the time a request spends in the network and in the origin.
+// The zero value is no delay at all.
 //
-// The delay of one request is Base + a uniform draw in [0, Jitter) + n ×
-// PerInFlight, where n is the number of other requests the host was serving
-// when this one was admitted.
+// RTT is the network between client and server, and applies to every
+// request: the host sees a request RTT/2 after the client sent it (its
+// arrival: the limit's decision, a ban, Stats and pause violations all
+// happen at that instant), and every answer, whatever it is (admitted,
+// rejected, banned, robots.txt, redirect, 404, adversarial), takes RTT/2
+// more (the rest of RTT, for an odd number of nanoseconds) to reach the
+// client. So a rejection takes one RTT; when a limit fills up, the
+// requests already on the wire (rate × RTT of them) all come back
+// rejected. The host learns at once of a client that gives up.
+//
+// Base, Jitter and PerInFlight are the origin's own processing time, spent
+// only on requests the limit admitted; rejections (429/503), ban pages and
+// robots.txt are answered without it, as a rate limiter in front of an
+// origin does. The processing time of one request is Base + a uniform draw
+// in [0, Jitter) + n × PerInFlight, where n is the number of other
+// requests in flight when its processing starts (on admission, or for a
+// WorkerPool, when it gets a worker; then it is the worker's service time).
 type Latency struct {
-	// Base is the fixed part of every admitted request's delay.
+	// RTT is the round trip of the network; zero means none.
+	RTT time.Duration
+	// Base is the fixed part of every admitted request's processing time.
 	Base time.Duration
 	// Jitter adds a uniform extra in [0, Jitter), drawn from a per-host PRNG
 	// seeded from Config.Seed and the host name: deterministic for a given
@@ -155,12 +193,12 @@ func (m RetryAfterMode) String() string {
 const garbageRetryAfter = "soon"
 
 // Excess says how requests over the limit are answered. The zero value
-// answers 429 (503 for a Concurrency limit) with Retry-After in seconds and
-// no quota headers.
+// answers 429 (503 for a Concurrency or WorkerPool limit) with Retry-After
+// in seconds and no quota headers.
 type Excess struct {
 	// Status is the status of a rejected request. Zero means 429 Too Many
-	// Requests, or 503 Service Unavailable for a Concurrency limit. Other
-	// values must be in 200..599.
+	// Requests, or 503 Service Unavailable for a Concurrency or WorkerPool
+	// limit. Other values must be in 200..599.
 	Status int
 	// RetryAfter selects the form of the Retry-After header.
 	RetryAfter RetryAfterMode
@@ -168,8 +206,8 @@ type Excess struct {
 	// until capacity frees (still rounded up to whole seconds). The
 	// computed delay is the time until the window resets (FixedWindow), a
 	// token is due (TokenBucket) or the oldest logged request leaves the
-	// window (SlidingWindow); a Concurrency limit cannot know when a slot
-	// frees and announces 1 second.
+	// window (SlidingWindow); a Concurrency or WorkerPool limit cannot know
+	// when a slot frees and announces 1 second.
 	FixedRetryAfter time.Duration
 	// QuotaHeaders adds quota headers to every response of a host whose
 	// limit is FixedWindow, SlidingWindow or TokenBucket: the IETF draft
@@ -248,8 +286,8 @@ type Site struct {
 // "User-agent: *" and an empty Disallow (everything allowed).
 //
 // robots.txt requests never count against the limit, are never banned and
-// have no latency, so that tests of robots handling are not perturbed by the
-// limit (and the reverse). They are counted in Stats.Requests, Stats.Robots
+// have no processing time (only the network's Latency.RTT), so that tests
+// of robots handling are not perturbed by the limit (and the reverse). They are counted in Stats.Requests, Stats.Robots
 // and Stats.ByStatus, and arriving during an announced pause they count as
 // pause violations.
 type Robots struct {
@@ -288,11 +326,13 @@ type Robots struct {
 type Policy struct {
 	// Limit applies from the server's start until the first Step.
 	Limit Limit
-	// Schedule changes the limit at given times; steps must have strictly
-	// increasing At >= 0. A step at 0 replaces Limit from the start.
+	// Schedule changes the limit at given times, down or up; steps must
+	// have strictly increasing At >= 0. A step at 0 replaces Limit from
+	// the start. See Step.
 	Schedule []Step
-	Latency  Latency
-	Excess   Excess
+	// Latency is the network round trip and the origin's processing time.
+	Latency Latency
+	Excess  Excess
 	// Ban, if not nil, blocks clients that keep exceeding the limit.
 	Ban    *Ban
 	Site   Site
@@ -403,7 +443,7 @@ func validateHostName(name string) error {
 }
 
 func validateLimit(host, where string, l Limit) error {
-	if l.Kind < None || l.Kind > Concurrency {
+	if l.Kind < None || l.Kind > WorkerPool {
 		return configErr(host, "%s: unknown LimitKind %d", where, int(l.Kind))
 	}
 	if math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0) || l.Rate < 0 {
@@ -421,9 +461,12 @@ func validateLimit(host, where string, l Limit) error {
 	if l.MaxConcurrent < 0 {
 		return configErr(host, "%s: negative MaxConcurrent %d", where, l.MaxConcurrent)
 	}
+	if l.Queue < 0 {
+		return configErr(host, "%s: negative Queue %d", where, l.Queue)
+	}
 	switch l.Kind {
 	case None:
-		if l.Rate != 0 || l.N != 0 || l.Window != 0 || l.Burst != 0 || l.MaxConcurrent != 0 {
+		if l.Rate != 0 || l.N != 0 || l.Window != 0 || l.Burst != 0 || l.MaxConcurrent != 0 || l.Queue != 0 {
 			return configErr(host, "%s: capacity fields set but Kind is None (unlimited); set Kind", where)
 		}
 	case FixedWindow, SlidingWindow:
@@ -446,9 +489,9 @@ func validateLimit(host, where string, l Limit) error {
 		if l.Burst < 1 {
 			return configErr(host, "%s: TokenBucket needs Burst >= 1", where)
 		}
-	case Concurrency:
+	case Concurrency, WorkerPool:
 		if l.MaxConcurrent < 1 {
-			return configErr(host, "%s: Concurrency needs MaxConcurrent >= 1", where)
+			return configErr(host, "%s: %v needs MaxConcurrent >= 1", where, l.Kind)
 		}
 	}
 	return nil
@@ -472,9 +515,13 @@ func validatePolicy(host string, p *Policy) error {
 			return err
 		}
 	}
-	lat := p.Latency
-	if lat.Base < 0 || lat.Jitter < 0 || lat.PerInFlight < 0 {
-		return configErr(host, "Latency: negative duration in %+v", lat)
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"RTT", p.Latency.RTT}, {"Base", p.Latency.Base}, {"Jitter", p.Latency.Jitter}, {"PerInFlight", p.Latency.PerInFlight}} {
+		if f.d < 0 {
+			return configErr(host, "Latency.%s: negative %v", f.name, f.d)
+		}
 	}
 	ex := p.Excess
 	if ex.Status != 0 && (ex.Status < 200 || ex.Status > 599) {

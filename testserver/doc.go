@@ -1,11 +1,13 @@
 // Package testserver is an origin with hidden limits, to prove crawlers
 // polite: several virtual hosts in one server, each with its own capacity
-// (fixed window, token bucket / GCRA, sliding window, concurrency cap, or a
-// schedule of them), latency, answer to excess (429 or 503, every form of
-// Retry-After, quota headers, bans), a crawlable site, a robots.txt and, on
-// demand, the misbehaviour of adversarial origins (see below). Per host
-// Stats give what a test asserts on: counts per status, accepted and
-// rejected times, concurrency, accepted rate per second and pause
+// (fixed window, token bucket / GCRA, sliding window, concurrency cap, a
+// worker pool that queues and never says no, or a schedule of them that
+// lowers or raises it), network round trip and processing latency, answer
+// to excess (429 or 503, every form of Retry-After, quota headers, bans), a
+// crawlable site, a robots.txt and, on demand, the misbehaviour of
+// adversarial origins (see below). Per host Stats give what a test asserts
+// on: counts per status, accepted and rejected times, latencies,
+// concurrency and queue depth, accepted rate per second and pause
 // violations (requests that ignored an announced Retry-After).
 //
 // It has the shape of net/http/httptest: New returns a started *Server with
@@ -91,7 +93,12 @@
 // never does (see Robots). Redirects, 400s and 404s count like pages: each is
 // a request the origin serves, so a client following a chain of K redirects
 // spends K+1 requests of the limit, and any of them may be rejected or
-// banned. Admitted requests wait for their latency; rejections are answered
-// at once, as by a rate limiter in front of the origin. Stats.Accepted and
-// Stats.Rejected together hold every request but robots.txt.
+// banned. Admitted requests wait for their latency (and a WorkerPool's
+// queue); rejections are answered at once, as by a rate limiter in front
+// of the origin, unless Latency.RTT is set: then every request reaches the
+// host half a round trip after it was sent, and every answer, rejections
+// included, reaches the client half a round trip after it left, so that
+// the requests on the wire when a limit fills all come back rejected.
+// Stats.Accepted and Stats.Rejected together hold every request but
+// robots.txt.
 package testserver

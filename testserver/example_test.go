@@ -6,6 +6,7 @@ import (
 	"log"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gocolly/colly/v2"
@@ -196,4 +197,42 @@ func ExampleAdversary() {
 	// 200 announced true got 15 bytes: unexpected EOF
 	// 429 Retry-After [-1 1000000000000] closed true
 	// server: 2 requests map[200:1 429:1]
+}
+
+// An origin that never says no: two workers of 20 ms, reached over a
+// network of 10 ms round trip. Ten requests at once are all served, two at
+// a time; the others wait in the queue, so that latency, not refusals,
+// tells the crawler it goes too fast.
+func ExampleLimit_workerPool() {
+	srv, err := testserver.New(testserver.Config{
+		Network: testserver.Memory,
+		Hosts: map[string]testserver.Policy{"a.test": {
+			Limit:   testserver.Limit{Kind: testserver.WorkerPool, MaxConcurrent: 2},
+			Latency: testserver.Latency{RTT: 10 * time.Millisecond, Base: 20 * time.Millisecond},
+		}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+
+	c := srv.Client()
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			resp, err := c.Get(srv.URL + "/")
+			if err != nil {
+				log.Fatal(err)
+			}
+			resp.Body.Close()
+		})
+	}
+	wg.Wait()
+
+	st := srv.Stats("a.test")
+	fmt.Println("served", st.ByStatus[200], "refused", len(st.Rejected), "latencies", len(st.Latencies))
+	fmt.Println("never more than 2 in service:", st.MaxInFlight <= 2)
+	// Output:
+	// served 10 refused 0 latencies 10
+	// never more than 2 in service: true
 }

@@ -23,21 +23,21 @@ type host struct {
 	robotsType   string
 	robotsSize   int64 // the Content-Length of robots.txt
 
-	mu       sync.Mutex
-	step     int // index of the Schedule step in force, -1 for pol.Limit
-	lim      limiter
-	inFlight int
-	rng      *rand.Rand // allocated on first use
+	mu   sync.Mutex
+	step int // index of the Schedule step in force, -1 for pol.Limit
+	lim  limiter
+	pool pool       // requests in flight and queued
+	rng  *rand.Rand // allocated on first use
 
 	rejections ring // recent rejection times, for Ban
 	banUntil   time.Duration
 
-	pauseFrom, pauseUntil time.Duration
+	pauses pauses // announced by Retry-After, in arrival times
 
-	requests, robots, maxInFlight, violations, banCount int
-	byStatus                                            map[int]int
-	accepted, rejected                                  []time.Duration
-	perSecond                                           []int
+	requests, robots, violations, banCount int
+	byStatus                               map[int]int
+	accepted, rejected, latencies          []time.Duration
+	perSecond                              []int
 }
 
 func newHost(s *Server, name string, p Policy) *host {
@@ -74,21 +74,61 @@ func newHost(s *Server, name string, p Policy) *host {
 // arrive does the bookkeeping every request shares. h.mu must be held.
 func (h *host) arrive(e time.Duration) {
 	h.requests++
-	if e < h.pauseUntil && e > h.pauseFrom {
+	if h.pauses.violated(e) {
 		h.violations++
 	}
+	h.advance(e)
+}
+
+// advance puts in force the schedule steps due at e, then gives the
+// workers the limit in force has free to queued requests. h.mu must be
+// held.
+func (h *host) advance(e time.Duration) {
 	for sch := h.pol.Schedule; h.step+1 < len(sch) && sch[h.step+1].At <= e; {
 		h.step++
 		h.lim = newLimiter(sch[h.step].Limit)
 	}
+	for {
+		t, others := h.pool.next(h.lim.workers())
+		if t == nil {
+			return
+		}
+		t.delay = h.latency(others)
+		close(t.ready)
+	}
 }
 
-// announce records a pause announced at e until `until`. h.mu must be held.
-func (h *host) announce(e, until time.Duration) {
-	if e >= h.pauseUntil {
-		h.pauseFrom = e // a new pause, not an extension of one in force
+// nextStep returns when the next schedule step is due, if there is one.
+// h.mu must be held.
+func (h *host) nextStep() (at time.Duration, ok bool) {
+	if sch := h.pol.Schedule; h.step+1 < len(sch) {
+		return sch[h.step+1].At, true
 	}
-	h.pauseUntil = max(h.pauseUntil, until)
+	return 0, false
+}
+
+// halves splits the round trip: up is the way to the host, down the way
+// back.
+func (h *host) halves() (up, down time.Duration) {
+	up = h.pol.Latency.RTT / 2
+	return up, h.pol.Latency.RTT - up
+}
+
+// announce records a pause announced by a response decided at e: pause
+// from the response (dated: pause is the time until the date sent). A
+// client learns of it when the response arrives, at e + down, and a
+// request it sends then arrives at e + RTT: arrivals up to that instant
+// were sent before the client could know. The pause ends, in arrival
+// times, when a request sent at the deadline the client computes arrives:
+// up after the response's arrival + pause, or after the date. h.mu must be
+// held.
+func (h *host) announce(e, pause time.Duration, dated bool) {
+	up, down := h.halves()
+	deadline := addSat(addSat(e, down), pause)
+	if dated {
+		deadline = addSat(e, pause)
+	}
+	h.pauses.add(addSat(e, up+down), addSat(deadline, up))
 }
 
 func (h *host) count(status int) {
@@ -177,17 +217,20 @@ func ceilSeconds(d time.Duration, floor int64) int64 {
 }
 
 // retryAfter renders the Retry-After of a rejection at now whose
-// capacity frees after wait, and the pause it announces (0: none).
-func (h *host) retryAfter(now time.Time, wait time.Duration) (values []string, pause time.Duration) {
+// capacity frees after wait, and the pause it announces (0: none), which
+// is the time until the date sent if dated, else from the response.
+func (h *host) retryAfter(now time.Time, wait time.Duration) (values []string, pause time.Duration, dated bool) {
 	ex := &h.pol.Excess
 	if len(ex.RawRetryAfter) > 0 {
-		return slices.Clone(ex.RawRetryAfter), rawPause(ex.RawRetryAfter, now)
+		pause, dated := rawPause(ex.RawRetryAfter, now)
+		return slices.Clone(ex.RawRetryAfter), pause, dated
 	}
 	v, pause := h.retryAfterMode(now, wait)
+	dated = ex.RetryAfter == RetryAfterHTTPDate
 	if v == "" {
-		return nil, pause
+		return nil, pause, dated
 	}
-	return []string{v}, pause
+	return []string{v}, pause, dated
 }
 
 // retryAfterMode renders the Retry-After of Excess.RetryAfter.
@@ -220,14 +263,11 @@ func (h *host) excessStatus() int {
 	if s := h.pol.Excess.Status; s != 0 {
 		return s
 	}
-	if h.lim.lim.Kind == Concurrency {
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusTooManyRequests
+	return h.lim.excessStatus()
 }
 
-// latency draws the delay of a request admitted while `others` were in
-// flight. h.mu must be held (the PRNG is per host).
+// latency draws the processing time of a request that starts while
+// `others` are in flight. h.mu must be held (the PRNG is per host).
 func (h *host) latency(others int) time.Duration {
 	l := &h.pol.Latency
 	d := l.Base + time.Duration(others)*l.PerInFlight
@@ -245,12 +285,15 @@ func (h *host) latency(others int) time.Duration {
 func (h *host) stats(e time.Duration) Stats {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	maxInFlight, maxQueued := h.pool.peaks()
 	st := Stats{
 		Requests:        h.requests,
 		ByStatus:        make(map[int]int, len(h.byStatus)),
 		Accepted:        append([]time.Duration(nil), h.accepted...),
 		Rejected:        append([]time.Duration(nil), h.rejected...),
-		MaxInFlight:     h.maxInFlight,
+		Latencies:       append([]time.Duration(nil), h.latencies...),
+		MaxInFlight:     maxInFlight,
+		MaxQueued:       maxQueued,
 		PerSecond:       append([]int(nil), h.perSecond...),
 		PauseViolations: h.violations,
 		Robots:          h.robots,
@@ -267,11 +310,15 @@ func (h *host) stats(e time.Duration) Stats {
 func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := h.srv
 	if !s.enter() {
-		panic(http.ErrAbortHandler) // closing: drop the connection, answer nothing
+		abort() // closing: drop the connection, answer nothing
 	}
 	defer s.leave()
+	up, down := h.halves()
+	if up > 0 && !s.transit(up) {
+		abort()
+	}
 	if r.URL.Path == "/robots.txt" {
-		h.serveRobots(w)
+		h.serveRobots(w, r, down)
 		return
 	}
 	rep := h.resolve(r.URL)
@@ -284,21 +331,24 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(e, http.StatusForbidden)
 		qh := h.quota(now, e)
 		h.mu.Unlock()
+		s.deliver(r, down)
 		qh.write(w.Header())
 		writeBody(w, http.StatusForbidden, "text/html; charset=utf-8", blockPage)
 		return
 	}
-	ok, wait := h.lim.admit(e, h.inFlight)
+	inFlight, queued := h.pool.load()
+	ok, wait := h.lim.admit(e, inFlight, queued)
 	if !ok {
 		status := h.excessStatus()
-		ra, pause := h.retryAfter(now, wait)
+		ra, pause, dated := h.retryAfter(now, wait)
 		if pause > 0 {
-			h.announce(e, addSat(e, pause))
+			h.announce(e, pause, dated)
 		}
 		h.feedBan(e)
 		h.reject(e, status)
 		qh := h.quota(now, e)
 		h.mu.Unlock()
+		s.deliver(r, down)
 		hdr := w.Header()
 		qh.write(hdr)
 		if ra != nil {
@@ -312,9 +362,6 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	adv := h.pol.Adversary
-	delay := h.latency(h.inFlight)
-	h.inFlight++
-	h.maxInFlight = max(h.maxInFlight, h.inFlight)
 	h.accepted = append(h.accepted, e)
 	sec := int(e / time.Second)
 	for len(h.perSecond) <= sec {
@@ -325,11 +372,28 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.count(rep.status) // a hanging host sends no status
 	}
 	qh := h.quota(now, e)
+	t, others := h.pool.enter(h.lim.workers())
+	var delay time.Duration
+	if t == nil {
+		delay = h.latency(others)
+	}
 	h.mu.Unlock()
+	if t != nil {
+		var ok bool
+		if delay, ok = h.await(r, t); !ok {
+			abort() // the client gave up in the queue, or the server is closing
+		}
+	}
+	// The request holds its worker (its place in flight) until its answer
+	// leaves the origin, the last byte of it for a DripBody.
+	held := true
 	defer func() {
-		h.mu.Lock()
-		h.inFlight--
-		h.mu.Unlock()
+		if held {
+			h.mu.Lock()
+			h.pool.leave()
+			h.advance(s.Elapsed())
+			h.mu.Unlock()
+		}
 	}()
 
 	if adv.Kind == Hang {
@@ -338,8 +402,19 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if delay > 0 && !s.sleep(r, delay) {
 		// Closing, or the client gave up: drop the connection rather than
 		// let the server send an empty 200.
-		panic(http.ErrAbortHandler)
+		abort()
 	}
+	h.mu.Lock()
+	done := s.Elapsed()
+	h.latencies = append(h.latencies, done-e)
+	if adv.Kind != DripBody {
+		held = false
+		h.pool.leave()
+		h.advance(done)
+	}
+	h.mu.Unlock()
+
+	s.deliver(r, down)
 	hdr := w.Header()
 	qh.write(hdr)
 	ctype, body := "text/plain; charset=utf-8", []byte(nil)
@@ -364,7 +439,53 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (h *host) serveRobots(w http.ResponseWriter) {
+// await waits until the queued request of t has a worker and returns its
+// service time. It reports false if the client went away or the server
+// closed first; the request has then left the queue (or given back
+// the worker it was granted at that moment). While it waits, it puts in
+// force the schedule steps as they fall due, so that a step that adds
+// workers starts queued requests on time.
+func (h *host) await(r *http.Request, t *ticket) (delay time.Duration, ok bool) {
+	s := h.srv
+	for {
+		h.mu.Lock()
+		at, due := h.nextStep()
+		h.mu.Unlock()
+		var step <-chan time.Time
+		var timer *time.Timer
+		if due {
+			timer = time.NewTimer(at - s.Elapsed())
+			step = timer.C
+		}
+		var gone bool
+		select {
+		case <-t.ready:
+		case <-step:
+			h.mu.Lock()
+			h.advance(s.Elapsed())
+			h.mu.Unlock()
+			continue // the timer has fired: nothing to stop
+		case <-r.Context().Done():
+			gone = true
+		case <-s.done:
+			gone = true
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if gone {
+			h.mu.Lock()
+			if h.pool.cancel(t) {
+				h.advance(s.Elapsed())
+			}
+			h.mu.Unlock()
+			return 0, false
+		}
+		return t.delay, true // written before ready was closed
+	}
+}
+
+func (h *host) serveRobots(w http.ResponseWriter, r *http.Request, down time.Duration) {
 	h.mu.Lock()
 	now := time.Now()
 	e := now.Sub(h.srv.start)
@@ -375,10 +496,11 @@ func (h *host) serveRobots(w http.ResponseWriter) {
 	if d := h.pol.Robots.RetryAfter; d > 0 && (h.robotsStatus < 200 || h.robotsStatus > 299) {
 		s := ceilSeconds(d, 1)
 		ra = strconv.FormatInt(s, 10)
-		h.announce(e, e+time.Duration(s)*time.Second)
+		h.announce(e, time.Duration(s)*time.Second, false)
 	}
 	qh := h.quota(now, e)
 	h.mu.Unlock()
+	h.srv.deliver(r, down)
 	hdr := w.Header()
 	qh.write(hdr)
 	if ra != "" {

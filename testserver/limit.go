@@ -2,6 +2,7 @@ package testserver
 
 import (
 	"math"
+	"net/http"
 	"time"
 )
 
@@ -36,9 +37,9 @@ func newLimiter(l Limit) limiter {
 }
 
 // admit decides on a request arriving at e while inFlight others are being
-// served. If it refuses, wait is the time until capacity frees (assuming no
-// further counted requests).
-func (lm *limiter) admit(e time.Duration, inFlight int) (ok bool, wait time.Duration) {
+// served and queued others wait for a worker. If it refuses, wait is the
+// time until capacity frees (assuming no further counted requests).
+func (lm *limiter) admit(e time.Duration, inFlight, queued int) (ok bool, wait time.Duration) {
 	l := &lm.lim
 	switch l.Kind {
 	case FixedWindow:
@@ -80,8 +81,32 @@ func (lm *limiter) admit(e time.Duration, inFlight int) (ok bool, wait time.Dura
 			return true, 0
 		}
 		return false, concurrencyWait
+	case WorkerPool:
+		if inFlight < l.MaxConcurrent || l.Queue == 0 || queued < l.Queue {
+			return true, 0
+		}
+		return false, concurrencyWait
 	}
 	return true, 0
+}
+
+// workers is the number of workers that serve what the limit admits:
+// MaxConcurrent for a WorkerPool, unbounded (every admitted request starts
+// at once) otherwise.
+func (lm *limiter) workers() int {
+	if lm.lim.Kind == WorkerPool {
+		return lm.lim.MaxConcurrent
+	}
+	return noWorkers
+}
+
+// excessStatus is the default status of a rejection: 503 for the limits
+// that count requests in flight, 429 for the others.
+func (lm *limiter) excessStatus() int {
+	if k := lm.lim.Kind; k == Concurrency || k == WorkerPool {
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusTooManyRequests
 }
 
 // quota describes the limit at e for quota headers: q requests per w whole

@@ -1,6 +1,7 @@
 package testserver_test
 
 import (
+	"slices"
 	"strconv"
 	"testing"
 	"testing/synctest"
@@ -211,6 +212,22 @@ func TestSchedule(t *testing.T) {
 		st := srv.Stats("a.test")
 		assert.Equal(t, []int{40, 40, 40, 40, 40, 40, 40, 40, 40, 40, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10}, st.PerSecond)
 		assert.Equal(t, 10*time.Second, st.Accepted[400], "the first request under the new limit")
+	})
+}
+
+// Capacity rises as well as drops: 10/s, then 40/s from t=30s.
+func TestScheduleRise(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		srv := testserver.NewTest(t, one(testserver.Policy{
+			Limit:    fixed(10, time.Second),
+			Schedule: []testserver.Step{{At: 30 * time.Second, Limit: fixed(40, time.Second)}},
+		}))
+		hammer(t, srv.Client(), srv.URL+"/", start, 40*time.Second, 10*time.Millisecond, 1)
+		st := srv.Stats("a.test")
+		want := append(slices.Repeat([]int{10}, 30), slices.Repeat([]int{40}, 10)...)
+		assert.Equal(t, want, st.PerSecond)
+		assert.Equal(t, 30*time.Second, st.Accepted[300], "the first request under the new limit")
 	})
 }
 

@@ -206,8 +206,9 @@ func (s *Server) Stats(host string) Stats {
 func (s *Server) Elapsed() time.Duration { return time.Since(s.start) }
 
 // Close stops the server: it closes the listeners and connections, wakes
-// handlers sleeping for latency, waits for every handler to return and
-// closes the idle connections of Transport. It is idempotent and does not
+// handlers waiting (for latency, for the network's round trip, or queued
+// for a worker), waits for every handler to return and closes the idle
+// connections of Transport. It is idempotent and does not
 // hang with requests in flight (they fail on the client side).
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
@@ -239,6 +240,29 @@ func (s *Server) enter() bool {
 }
 
 func (s *Server) leave() { s.handlers.Done() }
+
+// transit waits d, the time a request spends on the network, and reports
+// false if the server closed first. A client that gives up does not cut
+// it short: a request on the wire arrives all the same.
+func (s *Server) transit(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.done:
+		return false
+	}
+}
+
+// deliver waits d, the time an answer to r spends on the network, before
+// its headers are written. If the server closes or the client goes away
+// first, it drops the connection.
+func (s *Server) deliver(r *http.Request, d time.Duration) {
+	if d > 0 && !s.sleep(r, d) {
+		abort()
+	}
+}
 
 // sleep waits d for r, and reports false if the server closed or the
 // client went away first.

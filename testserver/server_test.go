@@ -118,10 +118,18 @@ func TestConfigErrors(t *testing.T) {
 		{"zero N", host(testserver.Policy{Limit: testserver.Limit{Kind: testserver.FixedWindow, Window: time.Second}}), "N >= 1"},
 		{"huge sliding N", host(testserver.Policy{Limit: sliding(1<<21, time.Second)}), "SlidingWindow N"},
 		{"unknown kind", host(testserver.Policy{Limit: testserver.Limit{Kind: 42}}), "unknown LimitKind 42"},
+		{"kind after WorkerPool", host(testserver.Policy{Limit: testserver.Limit{Kind: testserver.WorkerPool + 1}}), "unknown LimitKind 6"},
 		{"fields without kind", host(testserver.Policy{Limit: testserver.Limit{N: 30, Window: time.Second}}), "Kind is None"},
 		{"concurrency 0", host(testserver.Policy{Limit: testserver.Limit{Kind: testserver.Concurrency}}), "MaxConcurrent >= 1"},
 		{"negative latency", host(testserver.Policy{Latency: testserver.Latency{Base: -time.Millisecond}}), "Latency"},
-		{"negative jitter", host(testserver.Policy{Latency: testserver.Latency{Jitter: -time.Millisecond}}), "Latency"},
+		{"negative jitter", host(testserver.Policy{Latency: testserver.Latency{Jitter: -time.Millisecond}}), "Latency.Jitter"},
+		{"negative RTT", host(testserver.Policy{Latency: testserver.Latency{RTT: -time.Millisecond}}), `host "a.test": Latency.RTT: negative -1ms`},
+		{"negative per in-flight", host(testserver.Policy{Latency: testserver.Latency{PerInFlight: -1}}), "Latency.PerInFlight"},
+		{"pool without workers", host(testserver.Policy{Limit: testserver.Limit{Kind: testserver.WorkerPool}}), "Limit: WorkerPool needs MaxConcurrent >= 1"},
+		{"pool with negative queue", host(testserver.Policy{Limit: testserver.Limit{Kind: testserver.WorkerPool, MaxConcurrent: 2, Queue: -1}}), "Limit: negative Queue -1"},
+		{"negative queue of another kind", host(testserver.Policy{Limit: testserver.Limit{Kind: testserver.Concurrency, MaxConcurrent: 2, Queue: -1}}), "negative Queue"},
+		{"queue without kind", host(testserver.Policy{Limit: testserver.Limit{Queue: 5}}), "Kind is None"},
+		{"scheduled pool without workers", host(testserver.Policy{Schedule: []testserver.Step{{At: time.Second, Limit: testserver.Limit{Kind: testserver.WorkerPool, Queue: 1}}}}), "Schedule[0].Limit: WorkerPool needs MaxConcurrent"},
 		{"ban after 0", host(testserver.Policy{Ban: &testserver.Ban{}}), "Ban.After"},
 		{"ban negative for", host(testserver.Policy{Ban: &testserver.Ban{After: 1, For: -1}}), "Ban"},
 		{"excess status", host(testserver.Policy{Excess: testserver.Excess{Status: 99}}), "Excess.Status"},
@@ -405,6 +413,8 @@ func TestHostNames(t *testing.T) {
 func TestStringers(t *testing.T) {
 	assert.Equal(t, "TokenBucket", testserver.TokenBucket.String())
 	assert.Equal(t, "LimitKind(9)", testserver.LimitKind(9).String())
+	assert.Equal(t, "WorkerPool", testserver.WorkerPool.String())
+	assert.Equal(t, testserver.LimitKind(4), testserver.Concurrency, "existing values keep their numbers")
 	assert.Equal(t, "RetryAfterHTTPDate", testserver.RetryAfterHTTPDate.String())
 	assert.Equal(t, "Memory", testserver.Memory.String())
 	assert.True(t, errors.Is(fmt.Errorf("x: %w", testserver.ErrClosed), testserver.ErrClosed))

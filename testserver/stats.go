@@ -4,15 +4,17 @@ import "time"
 
 // Stats is what one host saw, for assertions. Times are offsets from the
 // server's start (Server.Elapsed; in a synctest bubble, exact virtual
-// times). Server.Stats returns a deep copy that nothing else modifies; the
-// zero value is a host that saw nothing.
+// times), and a request's time is its arrival at the host: with
+// Latency.RTT, half a round trip after the client sent it. Server.Stats
+// returns a deep copy that nothing else modifies; the zero value is a host
+// that saw nothing.
 type Stats struct {
 	// Requests counts every request to the host, robots.txt included.
 	Requests int
 	// ByStatus counts responses per status code, robots.txt included. A
 	// request is counted when its status is decided (on arrival), even if
-	// the client gives up during the latency, or the body is cut short or
-	// dripped by an Adversary. A request to a Hang host is not counted
+	// the client gives up during the latency or in a WorkerPool's queue, or
+	// the body is cut short or dripped by an Adversary. A request to a Hang host is not counted
 	// here: it never gets a status.
 	ByStatus map[int]int
 	// Accepted holds the arrival times of the requests the limit admitted,
@@ -28,8 +30,21 @@ type Stats struct {
 	// len(Rejected) == Requests - Robots. It costs one time.Duration per
 	// rejection, as Accepted does per admission.
 	Rejected []time.Duration
-	// MaxInFlight is the most admitted requests the host served at once.
+	// Latencies holds, for every admitted request that was answered, the
+	// time from its arrival at the host to its answer leaving the origin
+	// (its headers written, before the RTT/2 of the way back): its
+	// processing time and, for a WorkerPool, its wait in the queue before
+	// it. They are in order of completion. A request that hangs, or whose
+	// client gives up or whose server closes first, has none. It costs one
+	// time.Duration per admitted request, as Accepted does.
+	Latencies []time.Duration
+	// MaxInFlight is the most admitted requests the host served at once
+	// (for a WorkerPool, the most busy workers; queued requests are not in
+	// flight).
 	MaxInFlight int
+	// MaxQueued is the most requests a WorkerPool held queued at once,
+	// waiting for a worker.
+	MaxQueued int
 	// PerSecond counts admitted requests per second since the start:
 	// PerSecond[i] is the number admitted in [i s, (i+1) s). It ends at
 	// the last second with an admitted request.
@@ -38,15 +53,22 @@ type Stats struct {
 	// while a pause this host announced was still in force. A pause is
 	// announced by a Retry-After in seconds or as an HTTP-date, and runs
 	// from the response that carried it to the deadline a client computes
-	// from what was sent (that response's time plus the seconds sent, or
-	// the date sent); "0", garbage and a missing header announce none
-	// (for raw values, see Excess.RawRetryAfter). A
-	// request arriving at the same instant as the announcement is not
-	// counted: it was sent before the client could know. In virtual time
-	// (Memory inside synctest) that makes the count exact for requests that
-	// were in flight together; so a client that retries at once, without
-	// letting any virtual time pass, is not counted either. In real time a
-	// request already in flight may arrive a moment later and be counted.
+	// from what was sent (that response's arrival at the client plus the
+	// seconds sent, or the date sent); "0", garbage and a missing header
+	// announce none (for raw values, see Excess.RawRetryAfter).
+	//
+	// The instant that counts is the request's arrival at the host, and
+	// the pause is shifted to match: it starts at the decision on the
+	// announcing request + RTT (when a request sent as the answer reached
+	// the client arrives) and ends at the deadline + RTT/2 (when a request
+	// sent at the deadline arrives). A request arriving at or before the
+	// start was sent before the client could know, and is not counted;
+	// without RTT, that is one arriving at the same instant as the
+	// announcement. In virtual time (Memory inside synctest) that makes the
+	// count exact for requests that were in flight together; so a client
+	// that retries at once, without letting any virtual time pass, is not
+	// counted either. In real time a request already in flight may arrive
+	// a moment later and be counted.
 	PauseViolations int
 	// Robots counts robots.txt requests.
 	Robots int

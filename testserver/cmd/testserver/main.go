@@ -6,6 +6,7 @@
 //	go run ./testserver/cmd/testserver -rate 30 -latency 350ms
 //	go run ./testserver/cmd/testserver -kind token -rate 5 -burst 2 -retry-after date -hosts 3
 //	go run ./testserver/cmd/testserver -adversary drip -drip-interval 1s -robots-size 10485760
+//	go run ./testserver/cmd/testserver -kind pool -max-concurrent 8 -latency 100ms -rtt 50ms
 //
 // Every host gets the same policy. Run with -h for every flag.
 package main
@@ -44,10 +45,11 @@ type options struct {
 	window        time.Duration
 	burst         int
 	maxConcurrent int
+	queue         int
 	countRejected bool
 	schedule      string
 
-	latency, jitter, perInFlight time.Duration
+	rtt, latency, jitter, perInFlight time.Duration
 
 	excessStatus    int
 	retryAfter      string
@@ -86,23 +88,26 @@ with the same policy), prints each host's URL, serves until Ctrl-C or
 of N requests per second. Requests other than /robots.txt count against the
 limit; "/" and /page/N form a crawlable site, and /redirect?to=URL,
 /redirect/loop and /redirect/hop?n=K&hosts=H1,H2 answer redirects.
--adversary, -excess-close, -raw-retry-after, -quota-lie and the -robots-*
-flags make adversarial origins, to try a crawler against servers that
-misbehave.
+-rtt adds a network round trip to every answer, rejections included;
+"-kind pool" is an origin that queues and never says no. -adversary,
+-excess-close, -raw-retry-after, -quota-lie and the -robots-* flags make
+adversarial origins, to try a crawler against servers that misbehave.
 
 flags:
 `
 
 func (o *options) flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.kind, "kind", "", "limit `kind`: fixed, token (GCRA; alias gcra), sliding, concurrency, none\n(default: fixed with -rate or -n, concurrency with only -max-concurrent, else none)")
+	fs.StringVar(&o.kind, "kind", "", "limit `kind`: fixed, token (GCRA; alias gcra), sliding, concurrency, pool (a worker pool\nthat queues; alias workerpool), none (default: fixed with -rate or -n, pool with -queue,\nconcurrency with only -max-concurrent, else none)")
 	fs.Float64Var(&o.rate, "rate", 0, "fixed, sliding: shorthand for -n `R` -window 1s (R whole); token: requests per second")
 	fs.IntVar(&o.n, "n", 0, "fixed, sliding: requests allowed per -window")
 	fs.DurationVar(&o.window, "window", time.Second, "fixed, sliding: the window (fixed windows are aligned to the start)")
 	fs.IntVar(&o.burst, "burst", 1, "token: requests admitted at once from a full bucket (>= 1)")
-	fs.IntVar(&o.maxConcurrent, "max-concurrent", 0, "concurrency: requests served at once; the excess gets 503")
+	fs.IntVar(&o.maxConcurrent, "max-concurrent", 0, "concurrency: requests served at once, the excess gets 503;\npool: workers, each busy for -latency per request, the excess waits in a queue")
+	fs.IntVar(&o.queue, "queue", 0, "pool: the most requests waiting for a worker, the excess gets 503 (0: unbounded)")
 	fs.BoolVar(&o.countRejected, "count-rejected", false, "sliding, token: rejected requests count against the limit too (penalty box)")
-	fs.StringVar(&o.schedule, "schedule", "", "capacity changes, comma-separated; each `AT=CAP` makes CAP replace -rate/-n\n(or -max-concurrent) from AT on: -rate 40 -schedule 10s=10 is 40/s, then 10/s from t=10s")
-	fs.DurationVar(&o.latency, "latency", 0, "fixed latency of every admitted request")
+	fs.StringVar(&o.schedule, "schedule", "", "capacity changes, comma-separated; each `AT=CAP` makes CAP replace -rate/-n\n(or -max-concurrent) from AT on: -rate 40 -schedule 10s=10 is 40/s, then 10/s from t=10s;\ncapacity may rise too: -rate 10 -schedule 30s=40")
+	fs.DurationVar(&o.rtt, "rtt", 0, "network round trip: every request reaches the host rtt/2 after it is sent,\nevery answer (rejections, robots.txt and all) the client rtt/2 after it leaves")
+	fs.DurationVar(&o.latency, "latency", 0, "fixed processing time of every admitted request (a pool worker's service time)")
 	fs.DurationVar(&o.jitter, "jitter", 0, "extra latency, uniform in [0, jitter), seeded by -seed")
 	fs.DurationVar(&o.perInFlight, "per-inflight", 0, "extra latency per other request in flight (a struggling origin)")
 	fs.IntVar(&o.excessStatus, "excess-status", 0, "status of rejected requests (default 429; 503 for concurrency)")
@@ -193,6 +198,8 @@ func (o *options) config(set map[string]bool) (testserver.Config, error) {
 		switch {
 		case set["rate"] || set["n"]:
 			kind = "fixed"
+		case set["queue"]:
+			kind = "pool"
 		case set["max-concurrent"]:
 			kind = "concurrency"
 		default:
@@ -203,9 +210,12 @@ func (o *options) config(set map[string]bool) (testserver.Config, error) {
 	if err != nil {
 		return testserver.Config{}, err
 	}
+	if set["queue"] && kind != "pool" && kind != "workerpool" {
+		return testserver.Config{}, fmt.Errorf("testserver: -queue is for a worker pool (-kind pool), not %s", kind)
+	}
 	p := testserver.Policy{
 		Limit:   lim,
-		Latency: testserver.Latency{Base: o.latency, Jitter: o.jitter, PerInFlight: o.perInFlight},
+		Latency: testserver.Latency{RTT: o.rtt, Base: o.latency, Jitter: o.jitter, PerInFlight: o.perInFlight},
 		Excess: testserver.Excess{
 			Status:          o.excessStatus,
 			FixedRetryAfter: o.fixedRetryAfter,
@@ -343,8 +353,13 @@ func (o *options) limit(kind string, rate float64, n, maxConc int, set map[strin
 			return testserver.Limit{}, fmt.Errorf("testserver: a concurrency limit needs -max-concurrent >= 1")
 		}
 		return testserver.Limit{Kind: testserver.Concurrency, MaxConcurrent: maxConc}, nil
+	case "pool", "workerpool":
+		if maxConc < 1 {
+			return testserver.Limit{}, fmt.Errorf("testserver: a worker pool needs -max-concurrent >= 1 (its workers)")
+		}
+		return testserver.Limit{Kind: testserver.WorkerPool, MaxConcurrent: maxConc, Queue: o.queue}, nil
 	}
-	return testserver.Limit{}, fmt.Errorf("testserver: unknown -kind %q: want fixed, token, sliding, concurrency or none", kind)
+	return testserver.Limit{}, fmt.Errorf("testserver: unknown -kind %q: want fixed, token, sliding, concurrency, pool or none", kind)
 }
 
 // summary is one line of what a host saw.
@@ -359,7 +374,10 @@ func summary(host string, st testserver.Stats) string {
 	for _, c := range codes {
 		fmt.Fprintf(&b, ", %d×%d", st.ByStatus[c], c)
 	}
-	fmt.Fprintf(&b, "; max in flight %d; pause violations %d; bans %d; robots.txt %d",
-		st.MaxInFlight, st.PauseViolations, st.BanCount, st.Robots)
+	fmt.Fprintf(&b, "; max in flight %d", st.MaxInFlight)
+	if st.MaxQueued > 0 {
+		fmt.Fprintf(&b, "; max queued %d", st.MaxQueued)
+	}
+	fmt.Fprintf(&b, "; pause violations %d; bans %d; robots.txt %d", st.PauseViolations, st.BanCount, st.Robots)
 	return b.String()
 }

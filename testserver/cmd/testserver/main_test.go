@@ -54,7 +54,13 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-kind", "fixed"}, "needs -rate or -n"},
 		{[]string{"-kind", "concurrency"}, "-max-concurrent >= 1"},
 		{[]string{"-rate", "5", "-window", "0"}, "Window > 0"},
-		{[]string{"-latency", "-1s"}, "Latency"},
+		{[]string{"-latency", "-1s"}, "Latency.Base"},
+		{[]string{"-rtt", "-1s"}, "Latency.RTT"},
+		{[]string{"-kind", "pool"}, "worker pool needs -max-concurrent >= 1"},
+		{[]string{"-queue", "5"}, "worker pool needs -max-concurrent >= 1"},
+		{[]string{"-kind", "pool", "-max-concurrent", "2", "-queue", "-1"}, "negative Queue"},
+		{[]string{"-rate", "5", "-queue", "3"}, "-queue is for a worker pool"},
+		{[]string{"-kind", "pool", "-max-concurrent", "2", "-schedule", "10s=0"}, "worker pool needs"},
 		{[]string{"-retry-after", "later"}, `-retry-after "later"`},
 		{[]string{"-rate", "5", "-ban-after", "-1"}, "Ban.After"},
 		{[]string{"-robots-status", "700"}, "Robots.Status"},
@@ -117,6 +123,20 @@ func TestFlagsToPolicy(t *testing.T) {
 	p = parse(t, "-max-concurrent", "8", "-excess-status", "429", "-retry-after", "none").Hosts["a.test"]
 	assert.Equal(t, testserver.Limit{Kind: testserver.Concurrency, MaxConcurrent: 8}, p.Limit)
 	assert.Equal(t, testserver.Excess{Status: 429, RetryAfter: testserver.RetryAfterNone}, p.Excess)
+
+	p = parse(t, "-kind", "pool", "-max-concurrent", "8", "-queue", "100", "-rtt", "50ms", "-latency", "100ms").Hosts["a.test"]
+	assert.Equal(t, testserver.Limit{Kind: testserver.WorkerPool, MaxConcurrent: 8, Queue: 100}, p.Limit)
+	assert.Equal(t, testserver.Latency{RTT: 50 * time.Millisecond, Base: 100 * time.Millisecond}, p.Latency)
+	assert.Equal(t, testserver.Limit{Kind: testserver.WorkerPool, MaxConcurrent: 4, Queue: 10},
+		parse(t, "-max-concurrent", "4", "-queue", "10").Hosts["a.test"].Limit, "-queue makes a pool")
+	assert.Equal(t, testserver.Limit{Kind: testserver.WorkerPool, MaxConcurrent: 4},
+		parse(t, "-kind", "workerpool", "-max-concurrent", "4").Hosts["a.test"].Limit)
+	assert.Equal(t, time.Second, parse(t, "-rtt", "1s").Hosts["a.test"].Latency.RTT)
+
+	p = parse(t, "-kind", "pool", "-max-concurrent", "2", "-queue", "5", "-schedule", "10s=8").Hosts["a.test"]
+	assert.Equal(t, []testserver.Step{
+		{At: 10 * time.Second, Limit: testserver.Limit{Kind: testserver.WorkerPool, MaxConcurrent: 8, Queue: 5}},
+	}, p.Schedule)
 
 	p = parse(t, "-rate", "40", "-schedule", "10s=10, 20s=40").Hosts["a.test"]
 	assert.Equal(t, []testserver.Step{
@@ -195,6 +215,11 @@ func TestRun(t *testing.T) {
 	require.Len(t, rest, 2)
 	assert.Equal(t, "a.test: 0 requests; max in flight 0; pause violations 0; bans 0; robots.txt 0", rest[0])
 	assert.Equal(t, "b.test: 2 requests, 1×200, 1×429; max in flight 1; pause violations 0; bans 0; robots.txt 0", rest[1])
+}
+
+func TestSummary(t *testing.T) {
+	assert.Equal(t, "a.test: 3 requests, 3×200; max in flight 1; max queued 2; pause violations 0; bans 0; robots.txt 0",
+		summary("a.test", testserver.Stats{Requests: 3, ByStatus: map[int]int{200: 3}, MaxInFlight: 1, MaxQueued: 2}))
 }
 
 func TestRunDuration(t *testing.T) {
