@@ -36,6 +36,43 @@ func BenchmarkRetryAfterDate(b *testing.B) {
 	}
 }
 
+func BenchmarkRetryAfterList(b *testing.B) {
+	for _, v := range []struct{ name, value string }{
+		{"seconds", "3, 5"},
+		{"date-and-seconds", now.Add(time.Minute).Format(http.TimeFormat) + ", 120"},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			h := http.Header{"Retry-After": {v.value}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, ok := RetryAfter(h, now); !ok {
+					b.Fatal("not ok")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRetryAfterServerDate measures the realistic response, which
+// carries Date: delay-seconds never parse it, a date parses it once.
+func BenchmarkRetryAfterServerDate(b *testing.B) {
+	date := now.Format(http.TimeFormat)
+	for _, v := range []struct{ name, value string }{
+		{"seconds", "120"},
+		{"IMF", now.Add(time.Minute).Format(http.TimeFormat)},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			h := http.Header{"Retry-After": {v.value}, "Date": {date}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, ok := RetryAfter(h, now); !ok {
+					b.Fatal("not ok")
+				}
+			}
+		})
+	}
+}
+
 func BenchmarkParseQuota(b *testing.B) {
 	for _, c := range []struct {
 		name string

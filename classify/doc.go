@@ -11,7 +11,7 @@
 //	switch classify.Response(resp, err) {
 //	case classify.Throttled:
 //		d, ok := classify.RetryAfter(resp.Header, time.Now())
-//		// pause the scope for d (or a default if !ok)
+//		// pause the scope for min(d, your cap), or a default if !ok
 //	case classify.Overloaded, classify.TransportFailure:
 //		// back off
 //	}

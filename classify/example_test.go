@@ -73,18 +73,41 @@ func ExampleParseRetryAfter() {
 		"120",
 		"Sun, 01 Jun 2025 12:01:30 GMT",
 		"Sun, 06 Nov 1994 08:49:37 GMT", // in the past
+		"3, 5",                          // two fields merged by a proxy
 		"-1",
 		"99999999999999999999",
 	} {
 		d, ok := classify.ParseRetryAfter(v, now)
+		if d == classify.Forever {
+			fmt.Println("forever", ok)
+			continue
+		}
 		fmt.Println(d.Seconds(), ok)
 	}
 	// Output:
 	// 120 true
 	// 90 true
 	// 0 true
+	// 5 true
 	// 0 false
-	// 0 false
+	// forever true
+}
+
+func ExampleRetryAfter() {
+	// The local clock runs an hour ahead of the server's.
+	now := time.Date(2025, 6, 1, 13, 0, 0, 0, time.UTC)
+	h := http.Header{}
+	h.Set("Date", "Sun, 01 Jun 2025 12:00:00 GMT")
+	h.Set("Retry-After", "Sun, 01 Jun 2025 12:00:30 GMT")
+	d, ok := classify.RetryAfter(h, now)
+	fmt.Println(d.Seconds(), ok)
+
+	h.Del("Date") // without it, the date is measured against now: past
+	d, ok = classify.RetryAfter(h, now)
+	fmt.Println(d.Seconds(), ok)
+	// Output:
+	// 30 true
+	// 0 true
 }
 
 func ExampleParseQuota() {

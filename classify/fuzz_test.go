@@ -18,6 +18,7 @@ func FuzzParseRetryAfter(f *testing.F) {
 		"9223372036", "9223372037", "99999999999999999999", "000000000000000000000000001",
 		"Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994",
 		"Fri, 31 Dec 9999 23:59:59 GMT", "Mon, 01 Jan 0001 00:00:00 GMT", "Sun, 06 Nov 1994 08:49:37 PST",
+		"3, 5", "abc, 7", ", ,", "Sun, 06 Nov 1994 08:49:37 GMT, 120", "120, Sunday, 06-Nov-94 08:49:37 GMT", "Sun, 5",
 	} {
 		f.Add(s, now.Unix())
 	}
@@ -36,15 +37,80 @@ func FuzzParseRetryAfter(f *testing.F) {
 		if d2, ok2 := RetryAfter(http.Header{"Retry-After": {v}}, at); d2 != d || ok2 != ok {
 			t.Fatalf("RetryAfter(%q) = %v,%v; ParseRetryAfter = %v,%v", v, d2, ok2, d, ok)
 		}
-		// Delay-seconds agrees with strconv.
+		// Delay-seconds agrees with strconv; beyond a Duration it is Forever.
 		if s := trimOWS(v); s != "" && strings.Trim(s, "0123456789") == "" {
 			n, err := strconv.ParseUint(s, 10, 64)
-			wantOK := err == nil && n <= uint64(MaxRetryAfterSeconds)
-			if ok != wantOK || ok && d != time.Duration(n)*time.Second {
+			want := Forever
+			if err == nil && n <= uint64(MaxRetryAfterSeconds) {
+				want = time.Duration(n) * time.Second
+			}
+			if !ok || d != want {
 				t.Fatalf("ParseRetryAfter(%q) = %v,%v; strconv says %d, %v", v, d, ok, n, err)
 			}
 		}
+		// A list of v with itself, or with an invalid member, is v.
+		if lastPieceIsWeekday(v) {
+			return
+		}
+		for _, l := range []string{v + ", " + v, v + ",", v + ", x"} {
+			if d2, ok2 := ParseRetryAfter(l, at); d2 != d || ok2 != ok {
+				t.Fatalf("ParseRetryAfter(%q) = %v,%v; ParseRetryAfter(%q) = %v,%v", l, d2, ok2, v, d, ok)
+			}
+		}
 	})
+}
+
+// FuzzRetryAfter checks RetryAfter on two field lines a and b and a Date:
+// the result is the larger of the lines parsed alone against ServerNow,
+// and so is the result of the one line "a, b" a proxy would merge them
+// into.
+func FuzzRetryAfter(f *testing.F) {
+	date := now.Format(http.TimeFormat)
+	for _, s := range [][3]string{
+		{"3", "5", ""},
+		{"abc", "7", date},
+		{"Sun, 06 Nov 1994 08:49:37 GMT", "120", date},
+		{"120", "Sunday, 06-Nov-94 08:49:37 GMT", "garbage"},
+		{now.Add(30 * time.Second).Format(http.TimeFormat), "10", date},
+		{now.Add(30 * time.Second).Format(time.ANSIC), "", now.Format(time.RFC850)},
+		{"Fri, 31 Dec 9999 23:59:59 GMT", "9223372037", "Mon, 01 Jan 0001 00:00:00 GMT"},
+		{", ,", "Sun", "Sun Nov  6 08:49:37 1994"},
+	} {
+		f.Add(s[0], s[1], s[2], now.Add(time.Hour).Unix())
+	}
+	f.Fuzz(func(t *testing.T, a, b, date string, nowUnix int64) {
+		at := time.Unix(nowUnix, 0)
+		h := http.Header{"Retry-After": {a, b}, "Date": {date}}
+		d, ok := RetryAfter(h, at)
+		if d < 0 || !ok && d != 0 {
+			t.Fatalf("RetryAfter(%v) = %v,%v", h, d, ok)
+		}
+		base := ServerNow(h, at)
+		if tm, err := http.ParseTime(trimOWS(date)); err == nil && !base.Equal(tm) || err != nil && !base.Equal(at) {
+			t.Fatalf("ServerNow(Date: %q) = %v; http.ParseTime says %v, %v", date, base, tm, err)
+		}
+		da, oka := ParseRetryAfter(a, base)
+		db, okb := ParseRetryAfter(b, base)
+		want, wantOK := da, oka
+		if okb && (!oka || db > da) {
+			want, wantOK = db, true
+		}
+		if d != want || ok != wantOK {
+			t.Fatalf("RetryAfter(%v) = %v,%v; lines alone give %v,%v and %v,%v", h, d, ok, da, oka, db, okb)
+		}
+		if lastPieceIsWeekday(a) {
+			return // "a, b" may read a's weekday and b's start as one date
+		}
+		if dm, okm := RetryAfter(http.Header{"Retry-After": {a + ", " + b}, "Date": {date}}, at); dm != d || okm != ok {
+			t.Fatalf("merged %q = %v,%v; as two lines %v,%v", a+", "+b, dm, okm, d, ok)
+		}
+	})
+}
+
+// lastPieceIsWeekday reports whether the last comma-separated piece of v is
+// a day name, which a following ", ..." may join into a date.
+func lastPieceIsWeekday(v string) bool {
+	return isWeekday(trimOWS(v[strings.LastIndexByte(v, ',')+1:]))
 }
 
 // headerFrom builds a header from "Name: value" lines, so that the fuzzer
@@ -77,6 +143,9 @@ func FuzzParseQuota(f *testing.F) {
 		"X-Shopify-Shop-Api-Call-Limit: 32/40",
 		"RateLimit: \"d;r=5\nX-RateLimit-Remaining: 99999999999999999999",
 		"RateLimit: (\"a\" b);r=1, %\"%c3%bc\";r=2, :aGk=:;r=3, ?1;r=4, @5;r=6",
+		"Date: Sun, 01 Jun 2025 12:00:00 GMT\nX-RateLimit-Remaining: 0\nX-RateLimit-Reset: 1748779230",
+		"Date: Sunday, 01-Jun-25 12:00:00 GMT\nX-RateLimit-Remaining: 0\nX-RateLimit-Reset: Sun, 01 Jun 2025 12:00:30 GMT",
+		"Date: soon\nRateLimit: \"d\";r=0;t=1748779230\nx-rate-limit-remaining: 1\nx-rate-limit-reset: 1748779230000",
 		"",
 	} {
 		f.Add(s, now.Unix())
@@ -88,6 +157,12 @@ func FuzzParseQuota(f *testing.F) {
 		checkQuota(t, q, ok)
 		if q2, ok2 := ParseQuota(h, at); q2 != q || ok2 != ok {
 			t.Fatalf("not deterministic: %+v,%v then %+v,%v", q, ok, q2, ok2)
+		}
+		// Date only moves the clock absolute resets are measured against.
+		noDate := h.Clone()
+		delete(noDate, "Date")
+		if q2, ok2 := ParseQuota(noDate, ServerNow(h, at)); q2 != q || ok2 != ok {
+			t.Fatalf("with Date %+v,%v; without, against ServerNow, %+v,%v", q, ok, q2, ok2)
 		}
 		// the fast pre-check never hides a quota a family would find
 		if !mayHaveQuota(h) {

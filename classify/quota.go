@@ -18,8 +18,11 @@ type Quota struct {
 	// It is always known when ParseQuota reports ok, is never negative,
 	// and never exceeds a known Limit (a larger value is clamped to it).
 	Remaining int64
-	// Reset is the time until the window resets, relative to the now
-	// passed to ParseQuota; never negative. 0 if unknown or already past.
+	// Reset is the time until the window resets, from when the response
+	// was received: a delay as the server sent it, or an absolute reset
+	// time less the response's Date (less the now passed to ParseQuota
+	// when Date is absent or invalid); never negative. 0 if unknown or
+	// already past.
 	Reset time.Duration
 	// Window is the policy's window length if announced (RateLimit-Policy
 	// w=, or the w= of an older draft's policy); 0 if unknown.
@@ -59,8 +62,11 @@ const (
 	EpochMillis  = 1_000_000_000_000
 )
 
-// ParseQuota reads the quota a server announced in h, relative to now (the
-// time the response was received).
+// ParseQuota reads the quota a server announced in h. now is the time the
+// response was received. A reset given as an absolute time (a Unix time
+// or an HTTP-date) is the server's clock, so when h carries a valid Date
+// field the reset is measured against it (see [ServerNow]) rather than
+// against now; a reset given as a delay depends on neither clock.
 //
 // Families are tried in this order, and the first that yields a quota
 // wins: the IETF RateLimit fields (newest draft form first), X-RateLimit-*
@@ -195,7 +201,7 @@ func rateLimitList(h http.Header, now time.Time) (Quota, bool) {
 			if !ok {
 				continue // a malformed member is ignored as a whole
 			}
-			if q.Reset, ok = resetDelay(uint64(t), 0, now); !ok {
+			if q.Reset, ok = resetDelay(uint64(t), 0, h, now); !ok {
 				continue
 			}
 		}
@@ -275,7 +281,7 @@ func rateLimitDict(h http.Header, now time.Time) (Quota, bool) {
 		q.Window = legacyWindow(h, l, nil)
 	}
 	if t, ok := dictInt("reset"); ok {
-		q.Reset, _ = resetDelay(uint64(t), 0, now)
+		q.Reset, _ = resetDelay(uint64(t), 0, h, now)
 	}
 	return q, true
 }
@@ -446,7 +452,7 @@ func resetField(h http.Header, name string, now time.Time) (time.Duration, bool)
 	if v != "" && !isDigit(v[0]) {
 		// An HTTP-date holds a comma, so try it before cutting at one.
 		if t, err := http.ParseTime(v); err == nil {
-			return nonNegative(t.Sub(now)), true
+			return nonNegative(t.Sub(ServerNow(h, now))), true
 		}
 		return 0, false
 	}
@@ -455,7 +461,7 @@ func resetField(h http.Header, name string, now time.Time) (time.Duration, bool)
 	if !ok {
 		return 0, false
 	}
-	return resetDelay(ip, frac, now)
+	return resetDelay(ip, frac, h, now)
 }
 
 // resetAfterField reads a delay in (possibly fractional) seconds.
@@ -468,15 +474,17 @@ func resetAfterField(h http.Header, name string) (time.Duration, bool) {
 }
 
 // resetDelay applies the epoch rule (see EpochSeconds) to a reset value of
-// sec seconds plus frac nanoseconds, returning the delay from now.
-func resetDelay(sec uint64, frac int64, now time.Time) (time.Duration, bool) {
+// sec seconds plus frac nanoseconds of the response h, returning the delay
+// from now. A Unix time is measured against ServerNow(h, now), read only
+// then: most resets are delays.
+func resetDelay(sec uint64, frac int64, h http.Header, now time.Time) (time.Duration, bool) {
 	switch {
 	case sec < EpochSeconds:
 		return time.Duration(sec)*time.Second + time.Duration(frac), true
 	case sec < EpochMillis:
-		return nonNegative(time.Unix(int64(sec), frac).Sub(now)), true
+		return nonNegative(time.Unix(int64(sec), frac).Sub(ServerNow(h, now))), true
 	case sec <= math.MaxInt64:
-		return nonNegative(time.UnixMilli(int64(sec)).Sub(now)), true
+		return nonNegative(time.UnixMilli(int64(sec)).Sub(ServerNow(h, now))), true
 	}
 	return 0, false
 }

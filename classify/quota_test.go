@@ -204,6 +204,60 @@ func TestParseQuota(t *testing.T) {
 	}
 }
 
+// TestParseQuotaServerDate: an absolute reset (Unix time or HTTP-date) is
+// measured against the response's Date, a delay against nothing; the
+// local clock here runs an hour ahead of the server's.
+func TestParseQuotaServerDate(t *testing.T) {
+	server := time.Date(2025, time.June, 1, 12, 0, 0, 0, time.UTC)
+	fast := server.Add(time.Hour)
+	date := server.Format(http.TimeFormat)
+	unix := func(d time.Duration) string { return fmt.Sprint(server.Add(d).Unix()) }
+	tests := []struct {
+		name string
+		h    http.Header
+		now  time.Time
+		want time.Duration // Quota.Reset
+	}{
+		{"x-ratelimit epoch", header("Date", date, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", unix(30*time.Second)), fast, 30 * time.Second},
+		{"x-ratelimit epoch without Date", header("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", unix(30*time.Second)), fast, 0},
+		{"x-ratelimit epoch slow clock", header("Date", date, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", unix(30*time.Second)),
+			server.Add(-time.Hour), 30 * time.Second},
+		{"x-ratelimit epoch millis", header("Date", date, "X-RateLimit-Remaining", "0",
+			"X-RateLimit-Reset", fmt.Sprint(server.Add(1500*time.Millisecond).UnixMilli())), fast, 1500 * time.Millisecond},
+		{"x-ratelimit fractional epoch", header("Date", date, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", unix(30*time.Second)+".5"),
+			fast, 30500 * time.Millisecond},
+		{"x-ratelimit date reset", header("Date", date, "X-RateLimit-Remaining", "0",
+			"X-RateLimit-Reset", server.Add(time.Minute).Format(http.TimeFormat)), fast, time.Minute},
+		{"x-ratelimit date reset without Date", header("X-RateLimit-Remaining", "0",
+			"X-RateLimit-Reset", server.Add(time.Minute).Format(http.TimeFormat)), fast, 0},
+		{"x-ratelimit delay ignores Date", header("Date", server.Add(-time.Hour).Format(http.TimeFormat),
+			"X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "30"), fast, 30 * time.Second},
+		{"x-ratelimit reset-after ignores Date", header("Date", date, "X-RateLimit-Remaining", "0",
+			"X-RateLimit-Reset", unix(time.Hour), "X-RateLimit-Reset-After", "2.5"), fast, 2500 * time.Millisecond},
+		{"x-ratelimit epoch before Date", header("Date", date, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", unix(-time.Second)),
+			server.Add(-time.Hour), 0},
+		{"github Date RFC 850", header("Date", server.Format(time.RFC850), "X-RateLimit-Remaining", "0",
+			"X-RateLimit-Reset", unix(time.Minute), "X-RateLimit-Resource", "core"), fast, time.Minute},
+		{"garbage Date ignored", header("Date", "now", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", unix(30*time.Second)),
+			server.Add(-time.Hour), time.Hour + 30*time.Second},
+		{"x epoch", header("Date", date, "x-rate-limit-remaining", "0", "x-rate-limit-reset", unix(15*time.Minute)), fast, 15 * time.Minute},
+		{"draft-06 epoch", header("Date", date, "RateLimit-Remaining", "0", "RateLimit-Reset", unix(time.Minute)), fast, time.Minute},
+		{"draft-07 epoch", header("Date", date, "RateLimit", "remaining=0, reset="+unix(time.Minute)), fast, time.Minute},
+		{"draft-11 epoch t", header("Date", date, "RateLimit", `"d";r=0;t=`+unix(time.Minute)), fast, time.Minute},
+		{"draft-11 delay t ignores Date", header("Date", date, "RateLimit", `"d";r=0;t=40`), fast, 40 * time.Second},
+		{"draft-11 epoch t without Date", header("RateLimit", `"d";r=0;t=`+unix(time.Minute)), fast, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := ParseQuota(tt.h, tt.now)
+			if !ok || got.Reset != tt.want {
+				t.Errorf("ParseQuota(%v).Reset = %v, %v; want %v, true", tt.h, got.Reset, ok, tt.want)
+			}
+			checkQuota(t, got, ok)
+		})
+	}
+}
+
 // checkQuota asserts the invariants ParseQuota documents.
 func checkQuota(t *testing.T, q Quota, ok bool) {
 	t.Helper()
