@@ -29,7 +29,8 @@ import (
 // Clones (c.Clone()) share the collector's HTTP backend and so this
 // controller. robots.txt Crawl-delay is honoured by default (WithRobots(false)
 // turns it off); colly's own robots.txt handling (IgnoreRobotsTxt) is left as
-// it is. An invalid option falls back to the defaults; ctrl.Err() reports it.
+// it is. An invalid option fails safe (its most conservative value, every
+// valid one kept); ctrl.Err() reports it.
 func Attach(c *colly.Collector, opts ...Option) *Controller {
 	ctrl := mustNew(opts, true)
 	ctrl.Attach(c)

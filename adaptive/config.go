@@ -1,6 +1,7 @@
 package adaptive
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -80,9 +81,12 @@ type Config struct {
 	// Scope maps requests to scopes. nil means ScopeHost.
 	Scope ScopeFunc
 
-	// MaxPause is the longest the controller makes a request wait for a
-	// pause (Retry-After, breaker). Above it the request fails at once with
-	// ErrPaused and the scope stays paused. 0 means 120 s.
+	// MaxPause is the longest the controller makes a request wait at the
+	// head of its scope's line: for a pause (Retry-After, breaker, quota),
+	// or for the gap a ceiling (configured rate, Crawl-delay, quota) puts
+	// between two sends. Above it the request fails at once with ErrPaused
+	// (a *ScopeError says why) and the scope stays paused. A place in a long
+	// queue is not such a wait. 0 means 120 s.
 	MaxPause time.Duration
 	// MinPause is the pause after a throttle that carries Retry-After: 0 (or
 	// a date in the past): never a zero-wait loop. 0 means 500 ms.
@@ -135,6 +139,10 @@ type Config struct {
 	// IdleTTL evicts scopes untouched for this long with nothing in flight.
 	// 0 means 10 minutes.
 	IdleTTL time.Duration
+	// MaxRemembered bounds what the controller keeps beyond the life of a
+	// scope (per origin, its robots.txt; per scope, its Crawl-delay and
+	// quota ceilings): the least recently used go first. 0 means 50,000.
+	MaxRemembered int
 
 	// Store, if set, shares the pause gate with other collectors (see
 	// Store). nil means this controller's scopes are its own.
@@ -212,7 +220,10 @@ func WithRate(perSecond float64) Option { return func(c *Config) { c.Default.Rat
 //	COLLY_POLITE_MAX_PAUSE        e.g. 120s
 //	COLLY_POLITE_ROBOTS           true or false
 //
-// A malformed value makes New return an error naming the variable.
+// A malformed value makes New return an error naming the variable; Attach
+// and NewTransport give it the most conservative value of its field (a rate
+// the minimum rate, a concurrency 1, retries none, robots on) and report it
+// through Controller.Err.
 func WithEnv() Option {
 	return func(c *Config) { c.envErr = c.applyEnv(os.Getenv) }
 }
@@ -220,26 +231,33 @@ func WithEnv() Option {
 func (c *Config) applyEnv(get func(string) string) error {
 	var errs []string
 	bad := func(name, v, why string) { errs = append(errs, fmt.Sprintf("%s=%q (%s)", name, v, why)) }
-	rate := func(name string, set func(float64)) {
+	// a value that cannot be read gets the most conservative value of its
+	// field (fallback), so a typo never lifts a ceiling
+	rate := func(name string, set func(float64), fallback float64) {
 		if v := strings.TrimSpace(get(name)); v != "" {
 			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
+			switch {
+			case err != nil:
 				bad(name, v, "not a number")
-			} else if why := rateProblem(f); why != "" {
-				bad(name, v, why)
-			} else {
+				set(fallback)
+			case rateProblem(f) != "":
+				bad(name, v, rateProblem(f))
+				set(fallback)
+			default:
 				set(f)
 			}
 		}
 	}
-	integer := func(name string, neg bool, set func(int)) {
+	integer := func(name string, neg bool, set func(int), fallback int) {
 		if v := strings.TrimSpace(get(name)); v != "" {
 			n, err := strconv.Atoi(v)
 			switch {
 			case err != nil:
 				bad(name, v, "not an integer")
+				set(fallback)
 			case n < 0 && !neg:
 				bad(name, v, "negative")
+				set(fallback)
 			default:
 				set(n)
 			}
@@ -258,19 +276,19 @@ func (c *Config) applyEnv(get func(string) string) error {
 			}
 		}
 	}
-	rate("COLLY_POLITE_RATE", func(f float64) { c.Default.Rate = f })
-	rate("COLLY_POLITE_INITIAL_RATE", func(f float64) { c.Default.InitialRate = f })
-	integer("COLLY_POLITE_MAX_CONCURRENCY", false, func(n int) { c.Default.MaxConcurrency = n })
-	integer("COLLY_POLITE_MAX_RETRIES", true, func(n int) { c.Default.MaxRetries = n })
+	rate("COLLY_POLITE_RATE", func(f float64) { c.Default.Rate = f }, defaultMinRate)
+	rate("COLLY_POLITE_INITIAL_RATE", func(f float64) { c.Default.InitialRate = f }, defaultMinRate)
+	integer("COLLY_POLITE_MAX_CONCURRENCY", false, func(n int) { c.Default.MaxConcurrency = n }, 1)
+	integer("COLLY_POLITE_MAX_RETRIES", true, func(n int) { c.Default.MaxRetries = n }, -1)
 	dur("COLLY_POLITE_MAX_BACKOFF", func(d time.Duration) { c.MaxBackoff = d })
 	dur("COLLY_POLITE_MAX_PAUSE", func(d time.Duration) { c.MaxPause = d })
 	if v := strings.TrimSpace(get("COLLY_POLITE_ROBOTS")); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			bad("COLLY_POLITE_ROBOTS", v, "not true or false")
-		} else {
-			c.Robots = &b
+			b = true
 		}
+		c.Robots = &b
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: malformed environment: %s", ErrConfig, strings.Join(errs, ", "))
@@ -300,42 +318,62 @@ func rateProblem(f float64) string {
 type rule struct {
 	Rule
 	retries int
+	never   bool // the Domain glob is malformed: the rule matches no host
 }
 
-// resolve validates r and fills in its defaults; name ("Default",
-// "Rules[2]") says which rule an error is about.
-func (r Rule) resolve(name string) (rule, error) {
-	bad := func(format string, args ...any) (rule, error) {
-		return rule{}, fmt.Errorf("%w: %s: "+format, append([]any{ErrConfig, name}, args...)...)
+// defaultMinRate is the floor of the adaptive rate when MinRate is 0, and
+// the value an unreadable rate ceiling falls back to.
+const defaultMinRate = 0.05
+
+// resolve fills in r's defaults; name ("Default", "Rules[2]") says which
+// rule a problem is about. Every invalid field gets the most conservative
+// value of its own (a rate ceiling the minimum rate, a concurrency 1) and
+// an error saying so; the valid ones are kept.
+func (r Rule) resolve(name string) (rule, []error) {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s: "+format, append([]any{ErrConfig, name}, args...)...))
+	}
+	if why := rateProblem(r.MinRate); why != "" {
+		bad("MinRate %v is %s", r.MinRate, why)
+		r.MinRate = 0
+	}
+	minRate := r.MinRate
+	if minRate == 0 {
+		minRate = defaultMinRate
+	}
+	if why := rateProblem(r.Rate); why != "" {
+		bad("Rate %v is %s", r.Rate, why)
+		r.Rate = minRate
+	}
+	if why := rateProblem(r.InitialRate); why != "" {
+		bad("InitialRate %v is %s", r.InitialRate, why)
+		r.InitialRate = minRate
 	}
 	for _, f := range []struct {
 		n string
-		v float64
-	}{{"Rate", r.Rate}, {"InitialRate", r.InitialRate}, {"MinRate", r.MinRate}} {
-		if why := rateProblem(f.v); why != "" {
-			return bad("%s %v is %s", f.n, f.v, why)
-		}
-	}
-	for _, f := range []struct {
-		n string
-		v int
-	}{{"StartConcurrency", r.StartConcurrency}, {"MinConcurrency", r.MinConcurrency}, {"MaxConcurrency", r.MaxConcurrency}} {
-		if f.v < 0 {
-			return bad("%s %d is negative", f.n, f.v)
+		v *int
+	}{{"StartConcurrency", &r.StartConcurrency}, {"MinConcurrency", &r.MinConcurrency}, {"MaxConcurrency", &r.MaxConcurrency}} {
+		if *f.v < 0 {
+			bad("%s %d is negative", f.n, *f.v)
+			*f.v = 1
 		}
 	}
 	if r.Rate > 0 && r.MinRate > r.Rate {
-		return bad("MinRate %v above Rate %v", r.MinRate, r.Rate)
+		bad("MinRate %v above Rate %v", r.MinRate, r.Rate)
+		r.MinRate = r.Rate
 	}
 	if r.MaxConcurrency > 0 && r.MinConcurrency > r.MaxConcurrency {
-		return bad("MinConcurrency %d above MaxConcurrency %d", r.MinConcurrency, r.MaxConcurrency)
-	}
-	if r.Domain != "" && r.DomainRegexp == nil {
-		if _, err := path.Match(r.Domain, ""); err != nil {
-			return bad("Domain %q: %v", r.Domain, err)
-		}
+		bad("MinConcurrency %d above MaxConcurrency %d", r.MinConcurrency, r.MaxConcurrency)
+		r.MinConcurrency = r.MaxConcurrency
 	}
 	out := rule{Rule: r}
+	if r.Domain != "" && r.DomainRegexp == nil {
+		if _, err := path.Match(r.Domain, ""); err != nil {
+			bad("Domain %q: %v (the rule matches no host)", r.Domain, err)
+			out.never = true
+		}
+	}
 	def := func(v *int, d int) {
 		if *v == 0 {
 			*v = d
@@ -345,7 +383,7 @@ func (r Rule) resolve(name string) (rule, error) {
 	def(&out.MaxConcurrency, max(64, out.MinConcurrency))
 	def(&out.StartConcurrency, 4)
 	if out.MinRate == 0 {
-		out.MinRate = 0.05
+		out.MinRate = defaultMinRate
 	}
 	if out.InitialRate == 0 {
 		out.InitialRate = 2
@@ -370,10 +408,13 @@ func (r Rule) resolve(name string) (rule, error) {
 	if out.Block.ParkFor == 0 {
 		out.Block.ParkFor = 15 * time.Minute
 	}
-	return out, nil
+	return out, errs
 }
 
 func (r *rule) matches(host string) bool {
+	if r.never {
+		return false
+	}
 	if r.DomainRegexp != nil {
 		return r.DomainRegexp.MatchString(host)
 	}
@@ -388,15 +429,19 @@ type settings struct {
 	rules []rule
 }
 
+// resolve validates c and fills in its defaults. It always returns usable
+// settings: an invalid field gets the most conservative value of its own
+// (see Rule.resolve; durations their default, Robots on), and the error
+// lists every problem.
 func (c Config) resolve() (*settings, error) {
+	var errs []error
 	if c.envErr != nil {
-		return nil, c.envErr
+		errs = append(errs, c.envErr)
 	}
 	s := &settings{Config: c}
-	var err error
-	if s.def, err = c.Default.resolve("Default"); err != nil {
-		return nil, err
-	}
+	var rerrs []error
+	s.def, rerrs = c.Default.resolve("Default")
+	errs = append(errs, rerrs...)
 	for i, r := range c.Rules {
 		name := fmt.Sprintf("Rules[%d]", i)
 		switch {
@@ -405,12 +450,11 @@ func (c Config) resolve() (*settings, error) {
 		case r.Domain != "":
 			name += fmt.Sprintf(" (%q)", r.Domain)
 		default:
-			return nil, fmt.Errorf("%w: %s has neither Domain nor DomainRegexp", ErrConfig, name)
+			errs = append(errs, fmt.Errorf("%w: %s has neither Domain nor DomainRegexp (ignored)", ErrConfig, name))
+			continue
 		}
-		rr, err := r.resolve(name)
-		if err != nil {
-			return nil, err
-		}
+		rr, rerrs := r.resolve(name)
+		errs = append(errs, rerrs...)
 		s.rules = append(s.rules, rr)
 	}
 	durs := []struct {
@@ -432,7 +476,8 @@ func (c Config) resolve() (*settings, error) {
 	}
 	for _, d := range durs {
 		if *d.v < 0 {
-			return nil, fmt.Errorf("%w: %s is negative (%v)", ErrConfig, d.n, *d.v)
+			errs = append(errs, fmt.Errorf("%w: %s is negative (%v)", ErrConfig, d.n, *d.v))
+			*d.v = 0
 		}
 		if *d.v == 0 {
 			*d.v = d.def
@@ -442,19 +487,29 @@ func (c Config) resolve() (*settings, error) {
 		}
 	}
 	if s.AttemptTimeout < 0 {
-		return nil, fmt.Errorf("%w: AttemptTimeout is negative (%v)", ErrConfig, s.AttemptTimeout)
+		errs = append(errs, fmt.Errorf("%w: AttemptTimeout is negative (%v)", ErrConfig, s.AttemptTimeout))
+		s.AttemptTimeout = 0
 	}
 	if s.MaxBackoff < s.Backoff {
-		return nil, fmt.Errorf("%w: MaxBackoff %v below Backoff %v", ErrConfig, s.MaxBackoff, s.Backoff)
+		errs = append(errs, fmt.Errorf("%w: MaxBackoff %v below Backoff %v", ErrConfig, s.MaxBackoff, s.Backoff))
+		s.MaxBackoff = s.Backoff
 	}
 	if s.BreakerThreshold == 0 {
 		s.BreakerThreshold = 6
 	}
 	if s.EventBuffer < 0 {
-		return nil, fmt.Errorf("%w: EventBuffer is negative (%d)", ErrConfig, s.EventBuffer)
+		errs = append(errs, fmt.Errorf("%w: EventBuffer is negative (%d)", ErrConfig, s.EventBuffer))
+		s.EventBuffer = 0
 	}
 	if s.EventBuffer == 0 {
 		s.EventBuffer = 256
+	}
+	if s.MaxRemembered < 0 {
+		errs = append(errs, fmt.Errorf("%w: MaxRemembered is negative (%d)", ErrConfig, s.MaxRemembered))
+		s.MaxRemembered = 0
+	}
+	if s.MaxRemembered == 0 {
+		s.MaxRemembered = 50_000
 	}
 	if s.Scope == nil {
 		s.Scope = ScopeHost
@@ -473,7 +528,7 @@ func (c Config) resolve() (*settings, error) {
 		}
 		s.Classifier = &cl
 	}
-	return s, nil
+	return s, errors.Join(errs...)
 }
 
 // ruleFor returns the rule of a host. Rules match the host in lower case,

@@ -194,8 +194,9 @@ func TestRulesAndDefaults(t *testing.T) {
 	}
 }
 
-// A rate at the lowest accepted value still paces: the second request waits
-// for its slot instead of going out at once.
+// A rate at the lowest accepted value still paces: the second request is
+// not sent at once, it fails fast (a gap of 11.6 days is longer than
+// MaxPause).
 func TestSlowestRatePaces(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, err := adaptive.New(adaptive.WithRate(1e-6))
@@ -208,7 +209,10 @@ func TestSlowestRatePaces(t *testing.T) {
 			p, err := c.Acquire(ctx, req)
 			cancel()
 			if err != nil {
-				assert.ErrorIs(t, err, context.DeadlineExceeded)
+				assert.ErrorIs(t, err, adaptive.ErrPaused)
+				var se *adaptive.ScopeError
+				require.ErrorAs(t, err, &se)
+				assert.Equal(t, adaptive.ReasonRate, se.Reason)
 				continue
 			}
 			sent++
@@ -255,7 +259,7 @@ func TestInvalidOptionFallsBackToDefaults(t *testing.T) {
 			assert.ErrorContains(t, ctrl.Err(), "Rate NaN")
 			s := cfgFirstSnapshot(t, ctrl, "https://example.com/")
 			assert.Equal(t, 4.0, s.Limit)
-			assert.Equal(t, 2.0, s.Rate)
+			assert.Equal(t, 0.05, s.Rate, "an unreadable rate ceiling becomes the minimum rate")
 		})
 	})
 	t.Run("NewTransport", func(t *testing.T) {

@@ -3,10 +3,8 @@ package adaptive
 import (
 	"context"
 	"log/slog"
-	"math"
 	"net/http"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,7 +19,7 @@ type Controller struct {
 	st      *settings
 	err     error // configuration error that made Attach fall back to defaults
 	streams *streams
-	robots  *robotsCache
+	mem     *memory // what outlives a scope: robots.txt, ceilings
 	// peekBody: detectors that may read the body are configured (block-page
 	// markers, or a Classifier with Detectors of its own), so the transport
 	// shows them the first 16 KiB of bodies under 500.
@@ -50,34 +48,56 @@ func newController(st *settings) *Controller {
 		peekBody: st.Classifier.Detectors != nil,
 		st:       st,
 		streams:  newStreams(st.EventBuffer),
-		robots:   newRobotsCache(),
+		mem:      newMemory(st.MaxRemembered),
 		scopes:   make(map[string]*scope),
 	}
 }
 
 // mustNew is New for the one-line constructors, which have no error to
-// return: an invalid configuration falls back to the defaults, is logged,
-// and is reported by Err.
+// return. They fail safe: every valid setting is kept, each invalid one gets
+// the most conservative value of its field; the problems are logged and
+// reported by Err.
 func mustNew(opts []Option, robotsDefault bool) *Controller {
-	c, err := New(opts...)
-	if err != nil {
-		st, _ := Config{}.resolve()
-		c = newController(st)
-		c.err = err
-		slog.Default().Error("adaptive: invalid configuration, using defaults", "err", err)
+	var cfg Config
+	for _, o := range opts {
+		o(&cfg)
 	}
-	if c.st.Robots == nil {
-		c.st.Robots = &robotsDefault
+	if cfg.Robots == nil {
+		cfg.Robots = &robotsDefault
+	}
+	st, err := cfg.resolve()
+	c := newController(st)
+	if err != nil {
+		c.err = err
+		l := st.Logger
+		if l == nil {
+			l = slog.Default()
+		}
+		l.Error("adaptive: invalid configuration; each invalid setting takes its most conservative value", "err", err)
 	}
 	return c
 }
 
-// Err reports the configuration error that made Attach or NewTransport fall
-// back to the defaults, or nil.
+// Err reports the configuration problems Attach or NewTransport met (each
+// invalid setting took the most conservative value of its field), or nil.
 func (c *Controller) Err() error { return c.err }
 
-// scope returns the controller of key, creating it lazily.
-func (c *Controller) scope(key, host string, now time.Time) *scope {
+// call is one request's scope, resolved once per request.
+type call struct {
+	key        string
+	rule       *rule
+	crawlDelay time.Duration // of the request's origin (robots.txt), 0: none
+}
+
+// resolve works out the scope and rule of req.
+func (c *Controller) resolve(req *http.Request) call {
+	h, _ := splitHostPort(NormalizeHost(reqScheme(req), reqHost(req)))
+	return call{key: c.st.Scope(req), rule: c.st.ruleFor(h)}
+}
+
+// scope returns the controller of key, creating it lazily with what memory
+// holds of it.
+func (c *Controller) scope(key string, r *rule, now time.Time) *scope {
 	c.mu.RLock()
 	s := c.scopes[key]
 	c.mu.RUnlock()
@@ -90,8 +110,13 @@ func (c *Controller) scope(key, host string, now time.Time) *scope {
 		return s
 	}
 	c.sweepLocked(now)
-	h, _ := splitHostPort(host)
-	s = newScope(key, c.st.ruleFor(h), now, c.st.Seed)
+	s = newScope(key, r, now, c.st.Seed)
+	delay, qr, qu := c.mem.scope(key)
+	s.robCeil = crawlDelayRate(delay)
+	if now.Before(qu) {
+		s.quoCeil, s.quoUntil = qr, qu
+	}
+	s.syncRate(now)
 	c.scopes[key] = s
 	return s
 }
@@ -99,7 +124,8 @@ func (c *Controller) scope(key, host string, now time.Time) *scope {
 // sweepLocked evicts idle scopes: nothing in flight, nobody waiting, no
 // pause or park still in force, untouched for IdleTTL. It runs at most once
 // per IdleTTL/4, when a scope is created, so memory stays bounded by the
-// scopes used within about 1.25·IdleTTL.
+// scopes used within about 1.25·IdleTTL. A quota ceiling still in force is
+// remembered.
 func (c *Controller) sweepLocked(now time.Time) {
 	if now.Sub(c.lastSweep) < c.st.IdleTTL/4 {
 		return
@@ -109,11 +135,19 @@ func (c *Controller) sweepLocked(now time.Time) {
 		s.mu.Lock()
 		idle := s.inflight == 0 && len(s.queue) == 0 && now.Sub(s.lastUsed) >= c.st.IdleTTL &&
 			!now.Before(s.pausedUntil) && !s.parked
+		var qr float64
+		var qu time.Time
 		if idle {
 			s.dead = true
 			delete(c.scopes, k)
+			if s.quoCeil > 0 && now.Before(s.quoUntil) {
+				qr, qu = s.quoCeil, s.quoUntil
+			}
 		}
 		s.mu.Unlock()
+		if qr > 0 {
+			c.mem.keepQuota(k, qr, qu)
+		}
 	}
 }
 
@@ -121,12 +155,17 @@ func (c *Controller) sweepLocked(now time.Time) {
 // Permit to record the outcome with. It is the low-level API under the
 // transport, for callers that send requests by other means.
 func (c *Controller) Acquire(ctx context.Context, req *http.Request) (Permit, error) {
-	key := c.st.Scope(req)
-	host := reqHost(req)
+	return c.acquire(ctx, c.resolve(req))
+}
+
+func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 	for {
+		if err := ctx.Err(); err != nil {
+			return Permit{}, err
+		}
 		now := time.Now()
-		s := c.scope(key, host, now)
-		p, err := s.acquire(ctx, now, c.st.MaxPause)
+		s := c.scope(cl.key, cl.rule, now)
+		p, err := s.acquire(ctx, now, c.st.MaxPause, cl.crawlDelay)
 		if err != nil {
 			return Permit{}, err
 		}
@@ -155,6 +194,9 @@ func (p Permit) Record(resp *http.Response, err error) {
 	}
 	now := time.Now()
 	o := p.c.outcomeOf(resp, err, now, nil)
+	if resp != nil {
+		o.rtt = now.Sub(p.p.sent)
+	}
 	p.c.release(p.p, o, resp, err, now)
 }
 
@@ -172,12 +214,9 @@ func (c *Controller) outcomeOf(resp *http.Response, err error, now time.Time, bo
 		o.status = resp.StatusCode
 		o.class = c.st.Classifier.Classify(classify.Outcome{Status: resp.StatusCode, Header: resp.Header, Body: body, Err: err})
 		if o.class == classify.Throttled || o.class == classify.Overloaded {
+			// a value too large to represent comes back as the largest
+			// Duration: longer than any pause we wait for, so it parks
 			o.retryAfter, o.hasRA = classify.RetryAfter(resp.Header, now)
-			if !o.hasRA && hugeRetryAfter(resp.Header) {
-				// delay-seconds too large to represent: the server asked
-				// for a pause longer than any we wait for, not for none
-				o.retryAfter, o.hasRA = time.Duration(math.MaxInt64), true
-			}
 		}
 		o.quota, o.hasQuota = classify.ParseQuota(resp.Header, now)
 	} else {
@@ -188,8 +227,8 @@ func (c *Controller) outcomeOf(resp *http.Response, err error, now time.Time, bo
 
 func (c *Controller) release(p permit, o outcome, resp *http.Response, err error, now time.Time) reaction {
 	r := p.sc.release(p, o, c.st, now)
-	if c.st.Store != nil && r.paused > 0 && !r.until.IsZero() {
-		c.sharePause(p.sc, r.until, r.reason)
+	if c.st.Store != nil && !r.share.IsZero() {
+		c.sharePause(p.sc, r.share, r.shareReason)
 	}
 	if o.class.Signal() || o.class == classify.Blocked {
 		e := Event{
@@ -263,6 +302,7 @@ func (c *Controller) Unpark(scopeKey string) bool {
 	s.mu.Lock()
 	s.parked, s.parkedUntil, s.blockRow = false, time.Time{}, 0
 	s.pausedUntil, s.pauseReason = time.Time{}, ReasonNone
+	s.law.resumed(time.Now())
 	s.bucket.ResumeAt(time.Now())
 	if len(s.queue) > 0 {
 		s.queue[0].nudge()
@@ -283,6 +323,7 @@ type Snapshot struct {
 	PauseReason Reason
 	Breaker     BreakerState
 	Parked      bool
+	RTT         time.Duration // smoothed round trip to the response headers
 	Counts      map[classify.Class]uint64
 	// ThrottledRatio is throttled / (throttled + success).
 	ThrottledRatio float64
@@ -325,10 +366,14 @@ func (c *Controller) Len() int {
 func (s *scope) snapshot() Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	reason := s.pauseReason
+	if !time.Now().Before(s.pausedUntil) {
+		reason = ReasonNone
+	}
 	snap := Snapshot{
 		Scope: s.key, Limit: s.law.limit, InFlight: s.inflight, Waiting: len(s.queue),
-		Rate: s.curRate, Estimate: s.law.est, PausedUntil: s.pausedUntil, PauseReason: s.pauseReason,
-		Breaker: s.breaker, Parked: s.parked, Counts: make(map[classify.Class]uint64),
+		Rate: s.curRate, Estimate: s.law.est, PausedUntil: s.pausedUntil, PauseReason: reason,
+		Breaker: s.breaker, Parked: s.parked, RTT: s.law.srtt, Counts: make(map[classify.Class]uint64),
 	}
 	for i, n := range s.counts {
 		if n > 0 {
@@ -342,8 +387,8 @@ func (s *scope) snapshot() Snapshot {
 }
 
 // sharedPause reads the scope's shared pause just before a send, outside
-// any lock, and adopts it if it ends later than the local one. It reports
-// whether the send must wait.
+// any lock, and adopts it (with a jitter of this collector's own) if it ends
+// later than the local one. It reports whether the send must wait.
 func (c *Controller) sharedPause(ctx context.Context, s *scope) bool {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
@@ -356,12 +401,12 @@ func (c *Controller) sharedPause(ctx context.Context, s *scope) bool {
 	if !until.After(now) {
 		return false
 	}
-	s.applyPause(now, until, reason)
-	return true
+	return s.adoptPause(now, until, reason, c.st)
 }
 
-// sharePause writes a pause decided here to the shared Store, and adopts
-// the store's answer if another collector's pause ends later.
+// sharePause writes a pause decided here (its deadline without jitter) to
+// the shared Store, and adopts the store's answer if another collector's
+// pause ends later.
 func (c *Controller) sharePause(s *scope, until time.Time, reason Reason) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
@@ -370,7 +415,9 @@ func (c *Controller) sharePause(s *scope, until time.Time, reason Reason) {
 		c.storeError("write", s.key, err)
 		return
 	}
-	s.applyPause(time.Now(), got, gotReason)
+	if got.After(until) {
+		s.adoptPause(time.Now(), got, gotReason, c.st)
+	}
 }
 
 func (c *Controller) storeError(op, scope string, err error) {
@@ -379,26 +426,4 @@ func (c *Controller) storeError(op, scope string, err error) {
 		l = slog.Default()
 	}
 	l.Warn("adaptive: store "+op+" failed; the local pause gate still holds", "scope", scope, "err", err)
-}
-
-// hugeRetryAfter reports whether a Retry-After line is delay-seconds too
-// large for classify to represent (more than 9223372036 s): all digits.
-func hugeRetryAfter(h http.Header) bool {
-	for _, v := range h.Values("Retry-After") {
-		v = strings.TrimSpace(v)
-		if len(v) <= 10 {
-			continue
-		}
-		all := true
-		for i := 0; i < len(v); i++ {
-			if v[i] < '0' || v[i] > '9' {
-				all = false
-				break
-			}
-		}
-		if all {
-			return true
-		}
-	}
-	return false
 }

@@ -15,9 +15,11 @@ const (
 	ReasonNone       Reason = iota
 	ReasonRetryAfter        // the server's Retry-After
 	ReasonBackoff           // a throttle or overload without Retry-After
-	ReasonQuota             // quota headers announced 0 remaining
+	ReasonQuota             // quota headers: 0 remaining, or what remains spread thinner than MaxPause
 	ReasonBreaker           // sustained throttling opened the breaker
 	ReasonBlocked           // repeated blocks parked the scope
+	ReasonRate              // the rate in force (configured, or the adaptive floor) spaces sends further apart than MaxPause
+	ReasonCrawlDelay        // robots.txt Crawl-delay spaces sends further apart than MaxPause
 )
 
 func (r Reason) String() string {
@@ -32,6 +34,10 @@ func (r Reason) String() string {
 		return "breaker"
 	case ReasonBlocked:
 		return "blocked"
+	case ReasonRate:
+		return "rate"
+	case ReasonCrawlDelay:
+		return "crawl-delay"
 	}
 	return "none"
 }

@@ -237,7 +237,7 @@ func (l *lawState) probeGap() time.Duration {
 	if l.fastProbe {
 		return 2 * l.roundLen()
 	}
-	return max(minProbeGap, time.Duration(float64(l.lastPause)/probeBudget))
+	return max(minProbeGap, seconds(l.lastPause.Seconds()/probeBudget))
 }
 
 // onThrottle reacts to a throttle (429) or an overload for a request sent
@@ -291,9 +291,12 @@ func (l *lawState) onThrottle(now time.Time, epoch uint32, sentRate float64) boo
 }
 
 // onOverload reacts to 503/502/504 or a transport failure for a request sent
-// in cepoch with inflight requests in flight (itself included).
-func (l *lawState) onOverload(now time.Time, cepoch uint32, inflight int, hold time.Duration) bool {
-	l.holdUntil = now.Add(hold)
+// in cepoch with inflight requests in flight (itself included), holding
+// increases until holdUntil.
+func (l *lawState) onOverload(now time.Time, cepoch uint32, inflight int, holdUntil time.Time) bool {
+	if holdUntil.After(l.holdUntil) {
+		l.holdUntil = holdUntil
+	}
 	if cepoch != l.cepoch {
 		return false
 	}
@@ -306,6 +309,14 @@ func (l *lawState) onOverload(now time.Time, cepoch uint32, inflight int, hold t
 	l.ssthresh = l.limit
 	l.cepoch++
 	return true
+}
+
+// resumed: the half-open probe succeeded, or the user unparked the scope.
+// The estimate (cut by every fresh throttle that opened the breaker)
+// stands; no hold is left over.
+func (l *lawState) resumed(now time.Time) {
+	l.holdUntil = time.Time{}
+	l.roundStart, l.roundEpoch, l.roundBinding, l.roundBad = now, l.epoch, false, false
 }
 
 // notePause records the length of a pause that a throttle cost, to size the

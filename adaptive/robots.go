@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/temoto/robotstxt"
@@ -16,80 +15,37 @@ import (
 // to parse at least 500 KiB.
 const robotsMaxBytes = 512 << 10
 
-// robotsCache holds, per origin, the Crawl-delay read from robots.txt and
-// when to ask again. One fetch per origin at a time; the others wait for it.
-type robotsCache struct {
-	mu        sync.Mutex
-	m         map[string]*robotsEntry
-	lastSweep time.Time
-}
-
-type robotsEntry struct {
-	done    chan struct{} // closed when the fetch ends
-	expires time.Time
-	delay   time.Duration
-}
-
-func newRobotsCache() *robotsCache { return &robotsCache{m: make(map[string]*robotsEntry)} }
-
-// ensure makes sure the Crawl-delay of req's origin is known and applied to
-// its scope, fetching robots.txt (through the same politeness) when it is
-// missing or stale.
-func (rc *robotsCache) ensure(ctx context.Context, t *Transport, req *http.Request) error {
+// robotsFor makes sure the robots.txt of req's origin has been read, and
+// returns its Crawl-delay (0 when it has none, or robots.txt is off). A
+// missing or stale entry is fetched, through the same politeness, by the
+// first caller; the others wait for it. The fetch ends with its caller's
+// context: then it is abandoned, not cached, and the next caller asks again.
+func (t *Transport) robotsFor(ctx context.Context, req *http.Request, key string) (time.Duration, error) {
+	if !t.c.robotsOn() || req.URL == nil || req.URL.Path == "/robots.txt" {
+		return 0, nil
+	}
 	origin := reqScheme(req) + "://" + NormalizeHost(reqScheme(req), reqHost(req))
-	now := time.Now()
-	rc.mu.Lock()
-	e := rc.m[origin]
-	if e != nil {
-		done := e.done
-		fresh := now.Before(e.expires)
-		rc.mu.Unlock()
-		select {
-		case <-done:
-			if fresh {
-				return nil
-			}
-		default:
+	for {
+		e, mine := t.c.mem.robots(origin, time.Now())
+		if !mine {
 			select {
-			case <-done:
-				return nil
+			case <-e.done:
+				if e.abandoned {
+					continue
+				}
+				return e.delay, nil
 			case <-ctx.Done():
-				return ctx.Err()
+				return 0, ctx.Err()
 			}
 		}
-		rc.mu.Lock()
-		if rc.m[origin] != e { // someone else started the refresh
-			rc.mu.Unlock()
-			return rc.ensure(ctx, t, req)
+		delay, ttl := t.fetchRobots(ctx, origin, req.Header.Get("User-Agent"))
+		abandoned := ctx.Err() != nil
+		strictest := t.c.mem.robotsDone(e, origin, key, delay, time.Now().Add(ttl), abandoned)
+		if abandoned {
+			return 0, ctx.Err()
 		}
-	}
-	rc.sweepLocked(now)
-	e = &robotsEntry{done: make(chan struct{})}
-	rc.m[origin] = e
-	rc.mu.Unlock()
-
-	delay, ttl := t.fetchRobots(ctx, origin, req.Header.Get("User-Agent"))
-	t.c.applyCrawlDelay(req, delay)
-	rc.mu.Lock()
-	e.delay, e.expires = delay, time.Now().Add(ttl)
-	close(e.done)
-	rc.mu.Unlock()
-	return nil
-}
-
-func (rc *robotsCache) sweepLocked(now time.Time) {
-	if len(rc.m) < 1024 || now.Sub(rc.lastSweep) < time.Minute {
-		return
-	}
-	rc.lastSweep = now
-	for k, e := range rc.m {
-		select {
-		case <-e.done:
-			if !now.Before(e.expires) {
-				delete(rc.m, k)
-			}
-		default:
-		}
+		t.c.setCrawlDelay(key, strictest)
+		return delay, nil
 	}
 }
 
@@ -100,12 +56,6 @@ func (rc *robotsCache) sweepLocked(now time.Time) {
 // read, asked again after RobotsRetry. Redirects are followed up to 5 hops.
 func (t *Transport) fetchRobots(ctx context.Context, origin, ua string) (time.Duration, time.Duration) {
 	st := t.c.st
-	ctx = context.WithoutCancel(ctx) // one caller giving up must not poison the cache
-	if st.AttemptTimeout == 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-	}
 	target := origin + "/robots.txt"
 	for hop := 0; hop < 6; hop++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
@@ -118,7 +68,11 @@ func (t *Transport) fetchRobots(ctx context.Context, origin, ua string) (time.Du
 		// no retries: a robots.txt that is throttled or failing counts as
 		// unavailable at once (conservative delay, asked again after
 		// RobotsRetry), so the crawl starts as soon as the pause allows
-		resp, err := t.roundTrip(req, 0)
+		timeout := st.AttemptTimeout
+		if timeout == 0 {
+			timeout = robotsTimeout
+		}
+		resp, err := t.roundTrip(req, t.c.resolve(req), 0, timeout)
 		if err != nil {
 			return st.RobotsFailDelay, st.RobotsRetry
 		}
@@ -158,20 +112,33 @@ func (c *Controller) capCrawlDelay(origin string, d time.Duration) time.Duration
 	return c.st.MaxCrawlDelay
 }
 
-// applyCrawlDelay makes 1/delay the rate ceiling of req's scope.
-func (c *Controller) applyCrawlDelay(req *http.Request, d time.Duration) {
-	now := time.Now()
-	s := c.scope(c.st.Scope(req), reqHost(req), now)
-	s.mu.Lock()
-	s.robCeil = 0
-	if d > 0 {
-		// 1 % headroom (at least 5 ms): the gap the server sees is the gap
-		// we send at plus the jitter of the way there
-		s.robCeil = 1 / (d + max(d/100, 5*time.Millisecond)).Seconds()
+// setCrawlDelay makes 1/d the Crawl-delay ceiling of the live scope key, if
+// any (a scope created later reads it from memory).
+func (c *Controller) setCrawlDelay(key string, d time.Duration) {
+	c.mu.RLock()
+	s := c.scopes[key]
+	c.mu.RUnlock()
+	if s == nil {
+		return
 	}
-	s.syncRate(now)
+	s.mu.Lock()
+	s.robCeil = crawlDelayRate(d)
+	s.syncRate(time.Now())
 	s.mu.Unlock()
 }
+
+// crawlDelayRate is the rate ceiling of a Crawl-delay d (0: none), with 1 %
+// headroom (at least 5 ms): the gap the server sees is the gap we send at
+// plus the jitter of the way there.
+func crawlDelayRate(d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return 1 / (d + max(d/100, 5*time.Millisecond)).Seconds()
+}
+
+// robotsTimeout bounds one robots.txt attempt when no AttemptTimeout is set.
+const robotsTimeout = 30 * time.Second
 
 // CrawlDelay returns the Crawl-delay that robots.txt body gives user agent
 // ua (temoto/robotstxt's group matching), or 0 when the file cannot be read

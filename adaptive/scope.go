@@ -49,6 +49,9 @@ type scope struct {
 	robCeil  float64   // robots.txt Crawl-delay
 	quoCeil  float64   // quota headers
 	quoUntil time.Time
+	// ceilReason says which ceiling binds (ReasonRate when none does: the
+	// adaptive rate), for a wait that would pass MaxPause
+	ceilReason Reason
 
 	inflight int
 	queue    []*waiter // FIFO; queue[0] is the head, the only one that paces
@@ -107,20 +110,24 @@ func newScope(key string, r *rule, now time.Time, seed uint64) *scope {
 
 // effectiveRate is the adaptive rate under every ceiling in force.
 func (s *scope) effectiveRate(now time.Time) float64 {
-	c := 0.0
-	for _, v := range []float64{s.ruleCeil, s.robCeil} {
-		if v > 0 && (c == 0 || v < c) {
-			c = v
-		}
+	c, why := 0.0, ReasonRate
+	if s.ruleCeil > 0 {
+		c = s.ruleCeil
+	}
+	if v := s.robCeil; v > 0 && (c == 0 || v < c) {
+		c, why = v, ReasonCrawlDelay
 	}
 	if s.quoCeil > 0 && now.Before(s.quoUntil) && (c == 0 || s.quoCeil < c) {
-		c = s.quoCeil
+		c, why = s.quoCeil, ReasonQuota
 	}
 	s.law.ceil = c
 	r := math.Max(s.law.rate, s.law.rule.MinRate)
-	if c > 0 && r > c {
+	if c > 0 && r >= c {
 		r = c
+	} else {
+		why = ReasonRate
 	}
+	s.ceilReason = why
 	return r
 }
 
@@ -170,10 +177,17 @@ func (s *scope) refuse(now time.Time, maxPause time.Duration) error {
 
 // acquire waits politely for a send slot. Waiting is FIFO and single-file:
 // only the head of the queue waits for a token, at the rate in force, so a
-// rate cut or a pause reaches the very next send.
-func (s *scope) acquire(ctx context.Context, now time.Time, maxPause time.Duration) (permit, error) {
+// rate cut or a pause reaches the very next send. A wait of the head longer
+// than maxPause (a pause, or the gap a ceiling puts between sends) fails at
+// once; a place in the queue does not. crawlDelay is the Crawl-delay of the
+// request's origin: the scope's ceiling is at least that strict.
+func (s *scope) acquire(ctx context.Context, now time.Time, maxPause, crawlDelay time.Duration) (permit, error) {
 	s.mu.Lock()
 	s.lastUsed = now
+	if r := crawlDelayRate(crawlDelay); r > 0 && (s.robCeil == 0 || r < s.robCeil) {
+		s.robCeil = r
+		s.syncRate(now)
+	}
 	s.breakerTick(now)
 	if len(s.queue) == 0 {
 		if err := s.refuse(now, maxPause); err != nil {
@@ -222,6 +236,11 @@ func (s *scope) acquire(ctx context.Context, now time.Time, maxPause time.Durati
 			}
 			s.law.roundBinding = true
 			wake = s.nextToken(now)
+			if wake.Sub(now) > maxPause {
+				err := &ScopeError{Scope: s.key, Reason: s.ceilReason, Until: wake, Err: ErrPaused}
+				s.mu.Unlock()
+				return permit{}, s.leave(w, err)
+			}
 		}
 		s.mu.Unlock()
 		if err := sleep(ctx, w, now, wake); err != nil {
@@ -247,11 +266,26 @@ const (
 	paceCredit = 10 * time.Millisecond
 )
 
+// interval is the gap between sends at rate r, at most longestPause (a rate
+// of 1e-10/s would overflow time.Duration and let sends out unpaced).
 func interval(r float64) time.Duration {
 	if r <= 0 {
-		return time.Hour
+		return longestPause
 	}
-	return time.Duration(float64(time.Second) / r)
+	return seconds(1 / r)
+}
+
+// seconds converts a number of seconds to a Duration, saturating at
+// longestPause: float-to-integer conversion of a value out of range is
+// platform-dependent in Go, and a negative result would mean "no wait".
+func seconds(x float64) time.Duration {
+	if !(x < longestPause.Seconds()) { // NaN too
+		return longestPause
+	}
+	if x <= 0 {
+		return 0
+	}
+	return time.Duration(x * float64(time.Second))
 }
 
 // paceAllows takes a send slot at now if the schedule and the bucket allow.
@@ -281,7 +315,7 @@ func (s *scope) nextToken(now time.Time) time.Time {
 	}
 	wake := now.Add(time.Microsecond)
 	if need := 1 - s.bucket.TokensAt(now); need > 0 && s.curRate > 0 {
-		wake = now.Add(max(time.Duration(need/s.curRate*float64(time.Second)), time.Microsecond))
+		wake = now.Add(max(seconds(need/s.curRate), time.Microsecond))
 	}
 	if s.tat.After(wake) {
 		wake = s.tat
@@ -355,6 +389,7 @@ type outcome struct {
 	hasRA      bool
 	quota      classify.Quota
 	hasQuota   bool
+	rtt        time.Duration // to the response headers; 0 without a response
 }
 
 // reaction is what release decided, for events and logs outside the lock.
@@ -368,6 +403,10 @@ type reaction struct {
 	inflight  int
 	until     time.Time
 	reason    Reason
+	// share is a pause (or park) decided here, without jitter, for the
+	// Store; zero when none was
+	share       time.Time
+	shareReason Reason
 }
 
 // release returns the slot of p and applies what its outcome says.
@@ -381,11 +420,11 @@ func (s *scope) release(p permit, o outcome, st *settings, now time.Time) reacti
 		s.probeOut = false
 	}
 	var r reaction
-	if o.class != classify.Canceled {
-		s.law.observeRTT(now.Sub(p.sent))
+	if o.rtt > 0 {
+		s.law.observeRTT(o.rtt)
 	}
 	if o.hasQuota {
-		s.applyQuota(now, o.quota, st)
+		s.applyQuota(now, o.quota, st, &r)
 	}
 	switch o.class {
 	case classify.Success:
@@ -393,21 +432,29 @@ func (s *scope) release(p permit, o outcome, st *settings, now time.Time) reacti
 		s.badRow, s.blockRow = 0, 0
 		if s.breaker == BreakerHalfOpen && p.probe {
 			s.breaker = BreakerClosed
-			s.law.ph, s.law.est, s.law.rate = slowStart, 0, s.law.rule.InitialRate
+			s.law.resumed(now)
 		}
 	case classify.Throttled, classify.Overloaded, classify.TransportFailure:
 		// 429 is a rate signal; 503/502/504 and transport failures are
 		// a concurrency signal (Little's law couples the two, so a rate
-		// limiter answering 503 is still held under its rate).
-		s.badRow++
-		s.pauseAfter(now, o, st, &r)
+		// limiter answering 503 is still held under its rate). Only a
+		// signal for a request sent after the last decrease of its kind
+		// is fresh: the others are the tail of a burst already answered,
+		// and neither escalate the backoff nor count toward the breaker.
+		fresh := p.cepoch == s.law.cepoch
+		if o.class == classify.Throttled {
+			fresh = p.epoch == s.law.epoch
+		}
+		if fresh {
+			s.badRow++
+		}
+		s.pauseAfter(now, o, fresh, st, &r)
 		if o.class == classify.Throttled {
 			r.decreased = s.law.onThrottle(now, p.epoch, p.rate)
 		} else {
-			// hold increases long enough that the pause a failed probe
-			// costs stays under probeBudget of the time
-			hold := max(st.Hold, time.Duration(float64(r.paused)/probeBudget))
-			r.decreased = s.law.onOverload(now, p.cepoch, p.inflight, hold)
+			// increases stay held for Hold after the pause ends (a 200
+			// from a struggling origin is no proof of headroom)
+			r.decreased = s.law.onOverload(now, p.cepoch, p.inflight, later(now, s.pausedUntil).Add(st.Hold))
 		}
 	case classify.Blocked:
 		s.blockRow++
@@ -415,7 +462,8 @@ func (s *scope) release(p permit, o outcome, st *settings, now time.Time) reacti
 			s.parked = true
 			s.parkedUntil = time.Time{}
 			if d := s.law.rule.Block.ParkFor; d > 0 {
-				s.parkedUntil = now.Add(d)
+				s.parkedUntil = now.Add(min(d, longestPause))
+				r.share, r.shareReason = s.parkedUntil, ReasonBlocked
 			}
 			r.parked, r.reason, r.until = true, ReasonBlocked, s.parkedUntil
 		}
@@ -431,24 +479,32 @@ func (s *scope) release(p permit, o outcome, st *settings, now time.Time) reacti
 	return r
 }
 
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 // pauseAfter pauses the whole scope after a throttle or overload. The
-// longest deadline wins. Retry-After is honoured (0 or a past date means
-// MinPause, never a zero-wait loop); without it a throttle pauses for a
-// couple of send intervals and overloads in a row back off exponentially.
-func (s *scope) pauseAfter(now time.Time, o outcome, st *settings, r *reaction) {
+// longest deadline wins. Retry-After is honoured, whatever the signal's
+// epoch (0 or a past date means MinPause, never a zero-wait loop). Without
+// it, a fresh throttle pauses for a couple of send intervals and fresh
+// overloads in a row back off exponentially; the tail of a burst adds
+// nothing to the pause its head set.
+func (s *scope) pauseAfter(now time.Time, o outcome, fresh bool, st *settings, r *reaction) {
 	var d time.Duration
 	reason := ReasonRetryAfter
 	switch {
 	case o.hasRA:
 		d = max(o.retryAfter, st.MinPause)
+	case !fresh:
 	case o.class == classify.Throttled || s.badRow > 1:
 		reason = ReasonBackoff
-		base := time.Duration(2 / math.Max(s.curRate, 0.001) * float64(time.Second))
-		base = min(max(base, 100*time.Millisecond), st.Backoff)
-		d = base << min(s.badRow-1, 20)
-		d = min(d, st.MaxBackoff)
+		base := min(max(seconds(2/math.Max(s.curRate, 0.001)), 100*time.Millisecond), st.Backoff)
+		d = backoff(base, s.badRow-1, st.MaxBackoff)
 	}
-	if th := st.BreakerThreshold; th > 0 && s.badRow >= th && s.breaker != BreakerOpen {
+	if th := st.BreakerThreshold; th > 0 && fresh && s.badRow >= th && s.breaker != BreakerOpen {
 		s.breaker = BreakerOpen
 		d = max(d, st.BreakerCooldown)
 		reason = ReasonBreaker
@@ -458,14 +514,38 @@ func (s *scope) pauseAfter(now time.Time, o outcome, st *settings, r *reaction) 
 		return
 	}
 	d = min(d, longestPause)
-	until := now.Add(d + s.jitter(d, st))
+	s.pause(now, now.Add(d), reason, st, r)
+	r.paused = d
+	if d <= st.MaxPause {
+		s.law.notePause(now, s.pausedUntil, d)
+	}
+}
+
+// backoff is base doubled n times, at most ceiling; it saturates instead of
+// overflowing.
+func backoff(base time.Duration, n int, ceiling time.Duration) time.Duration {
+	d := base
+	for i := 0; i < n && d < ceiling; i++ {
+		if d > ceiling/2 {
+			return ceiling
+		}
+		d *= 2
+	}
+	return min(d, ceiling)
+}
+
+// pause stops the scope until until plus a jitter of its own (the longest
+// deadline wins) and tells the reaction what to share: the deadline without
+// jitter, so that every collector adds its own.
+func (s *scope) pause(now, until time.Time, reason Reason, st *settings, r *reaction) {
+	r.reason = reason
+	if until.After(r.share) {
+		r.share, r.shareReason = until, reason
+	}
+	until = until.Add(s.jitter(until.Sub(now), st))
 	if until.After(s.pausedUntil) {
 		s.pausedUntil, s.pauseReason = until, reason
 		s.drainTo(now, until)
-	}
-	r.paused, r.reason = d, reason
-	if d <= st.MaxPause {
-		s.law.notePause(now, s.pausedUntil, d)
 	}
 }
 
@@ -485,14 +565,10 @@ func (s *scope) jitter(d time.Duration, st *settings) time.Duration {
 
 // applyQuota turns honest quota headers into a ceiling: spread what remains
 // of the window over the time left in it, so the quota is never exhausted.
-func (s *scope) applyQuota(now time.Time, q classify.Quota, st *settings) {
+func (s *scope) applyQuota(now time.Time, q classify.Quota, st *settings, r *reaction) {
 	if q.Remaining <= 0 {
 		if q.Reset > 0 {
-			until := now.Add(min(max(q.Reset, st.MinPause), longestPause))
-			if until.After(s.pausedUntil) {
-				s.pausedUntil, s.pauseReason = until, ReasonQuota
-				s.drainTo(now, until)
-			}
+			s.pause(now, now.Add(min(max(q.Reset, st.MinPause), longestPause)), ReasonQuota, st, r)
 		}
 		return
 	}
@@ -516,19 +592,25 @@ func (s *scope) breakerTick(now time.Time) {
 	}
 }
 
-// applyPause adopts a pause announced elsewhere (the shared Store) if it
-// ends later than the one in force here.
-func (s *scope) applyPause(now, until time.Time, reason Reason) {
+// adoptPause adopts a pause announced elsewhere (the shared Store), with a
+// jitter of this scope's own, if it ends later than the one in force here.
+// It reports whether it did.
+func (s *scope) adoptPause(now, until time.Time, reason Reason, st *settings) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !until.After(s.pausedUntil) || !until.After(now) {
-		return
+	if !until.After(now) {
+		return false
+	}
+	until = until.Add(s.jitter(until.Sub(now), st))
+	if !until.After(s.pausedUntil) {
+		return false
 	}
 	s.pausedUntil, s.pauseReason = until, reason
 	s.drainTo(now, until)
 	if len(s.queue) > 0 {
 		s.queue[0].nudge()
 	}
+	return true
 }
 
 // untake gives back a slot granted by acquire but not used (the scope was

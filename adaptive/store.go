@@ -7,10 +7,12 @@ import (
 )
 
 // Store holds the per-scope state that several collectors, in one process
-// or many, must share to be polite together: today the pause gate (a 429 or
-// a park seen by one collector stops them all). Deadlines are wall-clock
-// times, so that processes on different machines can compare them (keep
-// their clocks in sync with NTP). A Redis-backed Store is planned; any
+// or many, must share to be polite together: today the pause gate (a
+// throttle, an overload, a quota pause or a timed park seen by one
+// collector stops them all; a park until Unpark is not shared). Deadlines
+// are wall-clock times without jitter, so that processes on different
+// machines can compare them (keep their clocks in sync with NTP); each
+// collector adds a jitter of its own when it adopts one. A Redis-backed Store is planned; any
 // implementation must be safe for concurrent use and must never return a
 // deadline earlier than one it was given ("the longest pause wins").
 type Store interface {

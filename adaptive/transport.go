@@ -29,8 +29,9 @@ type Transport struct {
 //	client := &http.Client{Transport: adaptive.NewTransport(http.DefaultTransport)}
 //
 // robots.txt is off by default here (WithRobots turns it on). An invalid
-// option falls back to the defaults; Controller().Err() reports it. Use New
-// and Controller.Transport to get the error instead.
+// option fails safe (its most conservative value, every valid one kept);
+// Controller().Err() reports it. Use New and Controller.Transport to get the
+// error instead.
 func NewTransport(next http.RoundTripper, opts ...Option) *Transport {
 	return mustNew(opts, false).Transport(next)
 }
@@ -52,26 +53,23 @@ func (t *Transport) Unwrap() http.RoundTripper { return t.next }
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if t.c.robotsOn() && req.URL != nil && req.URL.Path != "/robots.txt" {
-		if err := t.c.robots.ensure(req.Context(), t, req); err != nil {
-			return nil, err
-		}
+	cl := t.c.resolve(req)
+	d, err := t.robotsFor(req.Context(), req, cl.key)
+	if err != nil {
+		return nil, err
 	}
-	return t.roundTrip(req, t.retries(req))
-}
-
-// retries is how many times req may be sent again: the rule's count for
-// idempotent requests with a replayable body, else none.
-func (t *Transport) retries(req *http.Request) int {
-	if !retryable(req) {
-		return 0
+	cl.crawlDelay = d
+	retries := 0
+	if retryable(req) {
+		retries = cl.rule.retries
 	}
-	h, _ := splitHostPort(NormalizeHost(reqScheme(req), reqHost(req)))
-	return t.c.st.ruleFor(h).retries
+	return t.roundTrip(req, cl, retries, t.c.st.AttemptTimeout)
 }
 
 var idempotent = map[string]bool{"": true, "GET": true, "HEAD": true, "OPTIONS": true, "TRACE": true, "PUT": true, "DELETE": true}
 
+// retryable: idempotent requests (or with an idempotency key) whose body
+// can be sent again.
 func retryable(req *http.Request) bool {
 	if !idempotent[req.Method] && req.Header.Get("Idempotency-Key") == "" && req.Header.Get("X-Idempotency-Key") == "" {
 		return false
@@ -79,10 +77,12 @@ func retryable(req *http.Request) bool {
 	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 }
 
-func (t *Transport) roundTrip(req *http.Request, retries int) (*http.Response, error) {
+// roundTrip sends req under cl's scope, retrying up to retries times; each
+// attempt is bounded by timeout (0: none) from the moment it is sent.
+func (t *Transport) roundTrip(req *http.Request, cl call, retries int, timeout time.Duration) (*http.Response, error) {
 	ctx := req.Context()
 	for attempt := 0; ; attempt++ {
-		p, err := t.c.Acquire(ctx, req)
+		p, err := t.c.acquire(ctx, cl)
 		if err != nil {
 			return nil, err
 		}
@@ -96,13 +96,13 @@ func (t *Transport) roundTrip(req *http.Request, retries int) (*http.Response, e
 				}
 			}
 		}
-		resp, o, err := t.attempt(p, r)
+		resp, o, err := t.attempt(p, r, timeout)
 		last := attempt >= retries
 		switch o.class {
 		case classify.Throttled, classify.Overloaded:
 			if o.hasRA && o.retryAfter > t.c.st.MaxPause {
 				discard(resp)
-				return nil, &ScopeError{Scope: p.p.sc.key, Reason: ReasonRetryAfter, Until: time.Now().Add(min(o.retryAfter, longestPause)), Err: ErrPaused}
+				return nil, &ScopeError{Scope: cl.key, Reason: ReasonRetryAfter, Until: time.Now().Add(min(o.retryAfter, longestPause)), Err: ErrPaused}
 			}
 			if !last {
 				discard(resp)
@@ -110,6 +110,7 @@ func (t *Transport) roundTrip(req *http.Request, retries int) (*http.Response, e
 			}
 		case classify.TransportFailure:
 			if !last && ctx.Err() == nil {
+				discard(resp)
 				continue
 			}
 		}
@@ -127,35 +128,49 @@ func discard(resp *http.Response) {
 	_ = resp.Body.Close()
 }
 
-// attempt sends one attempt under permit p. The per-attempt timeout starts
-// here, after the polite wait. For a response, the slot is released when
-// the body ends; for an error, at once.
-func (t *Transport) attempt(p Permit, req *http.Request) (*http.Response, outcome, error) {
+// attempt sends one attempt under permit p. The attempt's timeout starts
+// here, after the polite wait. Every way out releases the slot exactly
+// once: at once for an error (a body that fails inside the part the
+// detectors see included) or a panic of the transport below; for a
+// response, when its body ends.
+func (t *Transport) attempt(p Permit, req *http.Request, timeout time.Duration) (resp *http.Response, o outcome, err error) {
 	parent := req.Context()
 	cancel := context.CancelFunc(func() {})
-	if d := t.c.st.AttemptTimeout; d > 0 {
+	if timeout > 0 {
 		var ctx context.Context
-		ctx, cancel = context.WithTimeout(parent, d)
+		ctx, cancel = context.WithTimeout(parent, timeout)
 		req = req.WithContext(ctx)
 	}
-	resp, err := t.next.RoundTrip(req)
+	handed := false
+	defer func() {
+		if !handed { // the transport below panicked
+			cancel()
+			t.c.release(p.p, outcome{class: classify.Canceled}, nil, nil, time.Now())
+		}
+	}()
+	resp, err = t.next.RoundTrip(req)
 	now := time.Now()
+	var prefix []byte
+	if err == nil && t.c.peekBody && resp.StatusCode < 500 {
+		if prefix, err = peek(resp); err != nil {
+			_ = resp.Body.Close()
+			resp = nil
+		}
+	}
 	if err != nil {
+		handed = true
 		cancel()
-		o := t.c.outcomeOf(nil, err, now, nil)
+		o = t.c.outcomeOf(nil, err, now, nil)
 		if parent.Err() != nil {
 			o.class = classify.Canceled
 		}
 		t.c.release(p.p, o, nil, err, now)
 		return nil, o, err
 	}
-	var prefix []byte
-	var peekErr error
-	if t.c.peekBody && resp.StatusCode < 500 {
-		prefix, peekErr = peek(resp)
-	}
-	o := t.c.outcomeOf(resp, peekErr, now, prefix)
+	o = t.c.outcomeOf(resp, nil, now, prefix)
+	o.rtt = now.Sub(p.p.sent)
 	resp.Body = &body{rc: resp.Body, t: t, p: p.p, o: o, resp: resp, cancel: cancel, parent: parent}
+	handed = true
 	return resp, o, nil
 }
 
@@ -212,16 +227,30 @@ const peekBytes = 16 << 10
 
 // peek reads the first peekBytes of resp's body for the detectors and puts
 // them back in front of the rest, so the caller still reads the whole body.
+// A body shorter than peekBytes is fine; one that fails (a connection reset,
+// a Content-Length it does not reach, a stall past the attempt's timeout)
+// returns the error. (io.ReadFull cannot tell the two apart: it reports a
+// short body as io.ErrUnexpectedEOF, which is also what a truncated body
+// says.)
 func peek(resp *http.Response) ([]byte, error) {
 	buf := make([]byte, peekBytes)
-	n, err := io.ReadFull(resp.Body, buf)
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+	n := 0
+	var err error
+	for n < len(buf) && err == nil {
+		var k int
+		k, err = resp.Body.Read(buf[n:])
+		n += k
+	}
+	if errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 		err = nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	buf = buf[:n]
 	resp.Body = struct {
 		io.Reader
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(buf), resp.Body), resp.Body}
-	return buf, err
+	return buf, nil
 }

@@ -1,0 +1,192 @@
+package adaptive
+
+import (
+	"sync"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+)
+
+// memory is what a controller knows beyond the life of a scope: per origin,
+// its robots.txt (Crawl-delay, and until when it is fresh); per scope, the
+// ceilings its controller learned (Crawl-delay over the scope's origins,
+// quota). A scope reads it when it is created and writes it when it is
+// evicted, so an idle scope can go without taking its ceilings along. One
+// LRU bounded by Config.MaxRemembered: the least recently used go first.
+// Safe for concurrent use; its lock is never held while a scope's is taken.
+type memory struct {
+	mu  sync.Mutex
+	lru *simplelru.LRU[memKey, any] // guarded by mu
+}
+
+type memKind uint8
+
+const (
+	memOrigin memKind = iota // value *originFacts
+	memScope                 // value *scopeFacts
+)
+
+type memKey struct {
+	kind memKind
+	name string
+}
+
+// originFacts is one origin's robots.txt. Fields other than done are
+// guarded by memory.mu; done is closed when the fetch ends.
+type originFacts struct {
+	done      chan struct{}
+	expires   time.Time
+	delay     time.Duration
+	abandoned bool // the fetch ended with its caller's context: ask again
+}
+
+// scopeFacts are the ceilings a scope learned. Guarded by memory.mu.
+type scopeFacts struct {
+	delays     []originDelay // origins of the scope with a Crawl-delay
+	quotaRate  float64
+	quotaUntil time.Time
+}
+
+type originDelay struct {
+	origin string
+	delay  time.Duration
+}
+
+// maxDelayOrigins bounds the origins a scope remembers a Crawl-delay of
+// (ScopeDomain and ScopeProxy put many origins under one scope); beyond it
+// the mildest is forgotten, so the strictest always stays.
+const maxDelayOrigins = 16
+
+func newMemory(size int) *memory {
+	l, err := simplelru.NewLRU[memKey, any](size, nil)
+	if err != nil { // size is validated positive
+		panic(err)
+	}
+	return &memory{lru: l}
+}
+
+// robots returns origin's robots.txt entry. When it is missing, stale or
+// abandoned, a new entry in progress is stored and mine is true: the caller
+// fetches and must call robotsDone.
+func (m *memory) robots(origin string, now time.Time) (e *originFacts, mine bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := memKey{memOrigin, origin}
+	if v, ok := m.lru.Get(k); ok {
+		e = v.(*originFacts)
+		select {
+		case <-e.done:
+			if !e.abandoned && now.Before(e.expires) {
+				return e, false
+			}
+		default:
+			return e, false // a fetch is under way: wait for it
+		}
+	}
+	e = &originFacts{done: make(chan struct{})}
+	m.lru.Add(k, e)
+	return e, true
+}
+
+// robotsDone ends the fetch of e: with the Crawl-delay read, trusted until
+// expires, or abandoned (the next caller asks again). It returns the
+// strictest Crawl-delay remembered for the scope of the origin.
+func (m *memory) robotsDone(e *originFacts, origin, scope string, delay time.Duration, expires time.Time, abandoned bool) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e.delay, e.expires, e.abandoned = delay, expires, abandoned
+	close(e.done)
+	if abandoned {
+		if v, ok := m.lru.Peek(memKey{memOrigin, origin}); ok && v == e {
+			m.lru.Remove(memKey{memOrigin, origin})
+		}
+	}
+	f := m.scopeLocked(scope, delay > 0 && !abandoned)
+	if f == nil {
+		return 0
+	}
+	if !abandoned {
+		f.setDelay(origin, delay)
+	}
+	return f.crawlDelay()
+}
+
+// scopeLocked returns the facts of scope, creating them if create.
+func (m *memory) scopeLocked(scope string, create bool) *scopeFacts {
+	k := memKey{memScope, scope}
+	if v, ok := m.lru.Get(k); ok {
+		return v.(*scopeFacts)
+	}
+	if !create {
+		return nil
+	}
+	f := &scopeFacts{}
+	m.lru.Add(k, f)
+	return f
+}
+
+// scope returns a copy of what is remembered of scope (the zero value when
+// nothing is).
+func (m *memory) scope(scope string) (crawlDelay time.Duration, quotaRate float64, quotaUntil time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.scopeLocked(scope, false)
+	if f == nil {
+		return 0, 0, time.Time{}
+	}
+	return f.crawlDelay(), f.quotaRate, f.quotaUntil
+}
+
+// keepQuota remembers a quota ceiling in force until until, as a scope is
+// evicted.
+func (m *memory) keepQuota(scope string, rate float64, until time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.scopeLocked(scope, true)
+	f.quotaRate, f.quotaUntil = rate, until
+}
+
+// len is the number of entries, for tests.
+func (m *memory) len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lru.Len()
+}
+
+func (f *scopeFacts) setDelay(origin string, d time.Duration) {
+	for i := range f.delays {
+		if f.delays[i].origin == origin {
+			if d > 0 {
+				f.delays[i].delay = d
+			} else {
+				f.delays = append(f.delays[:i], f.delays[i+1:]...)
+			}
+			return
+		}
+	}
+	if d <= 0 {
+		return
+	}
+	if len(f.delays) < maxDelayOrigins {
+		f.delays = append(f.delays, originDelay{origin, d})
+		return
+	}
+	mild := 0
+	for i := range f.delays {
+		if f.delays[i].delay < f.delays[mild].delay {
+			mild = i
+		}
+	}
+	if d > f.delays[mild].delay {
+		f.delays[mild] = originDelay{origin, d}
+	}
+}
+
+// crawlDelay is the strictest Crawl-delay of the scope's origins.
+func (f *scopeFacts) crawlDelay() time.Duration {
+	var d time.Duration
+	for _, o := range f.delays {
+		d = max(d, o.delay)
+	}
+	return d
+}
