@@ -1,0 +1,439 @@
+package adaptive
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/colly-polite/polite/classify"
+)
+
+// The simulator: a fast, deterministic, discrete-event model of one scope
+// crawled by a pool of workers against a rate limiter, over a network round
+// trip. It drives the scope's decision core (law, pacer, gate) directly,
+// without net/http, goroutines or a clock, so a law change is judged across
+// limiter families in milliseconds. sim_families_test.go holds the families
+// and the tests; the socket-level bench confirms what it finds.
+
+// simLimiter is a server's admission policy: a request arriving at a (ns
+// since the start) is admitted, with the time its answer leaves the origin,
+// or rejected with a status and a Retry-After (whole seconds, 0: none).
+type simLimiter interface {
+	arrive(a int64) (admitted bool, leave int64, status int, ra int64)
+}
+
+// simStep switches the server to a fresh limiter at At.
+type simStep struct {
+	At  time.Duration
+	New func() simLimiter
+}
+
+// simScenario is one run: a limiter (possibly changing over time), the
+// network, the crawler, and what is judged.
+type simScenario struct {
+	Name      string
+	Steps     []simStep                // Steps[0].At must be 0
+	Capacity  func(t time.Duration) float64 // accepted requests per second the limiter allows at t
+	RTT       time.Duration
+	Workers   int
+	Duration  time.Duration
+	JudgeFrom time.Duration // goodput and rejections are judged over [JudgeFrom, Duration)
+	Seed      uint64
+	Rule      Rule // the controller's default rule (zero: defaults)
+	Latencies bool // keep every admitted request's latency, for the median
+}
+
+// simResult is what one run measured.
+type simResult struct {
+	Sends, Accepted, Rejected int // judged window, by arrival at the server
+	AllSends                  int
+	Goodput                   float64 // accepted per second over the judged window
+	CapacityAvg               float64 // the limiter's capacity over the window
+	Violations                int     // requests that arrived inside an announced pause
+	BreakerOpens              int
+	MedianLatency             time.Duration // admitted requests, arrival to answer (queueing origins)
+	Failed                    int           // requests the controller refused (fail fast)
+}
+
+func (r simResult) share() float64 {
+	if r.CapacityAvg == 0 {
+		return 0
+	}
+	return r.Goodput / r.CapacityAvg
+}
+
+func (r simResult) rejectedShare() float64 {
+	if r.Sends == 0 {
+		return 0
+	}
+	return float64(r.Rejected) / float64(r.Sends)
+}
+
+func (r simResult) String() string {
+	return fmt.Sprintf("goodput %6.2f/s = %5.1f %% of %6.2f, rejected %5.2f %%, violations %d, breaker %d, failed %d, median latency %v",
+		r.Goodput, 100*r.share(), r.CapacityAvg, 100*r.rejectedShare(), r.Violations, r.BreakerOpens, r.Failed, r.MedianLatency)
+}
+
+// simEvent kinds.
+const (
+	evAnswer = iota // an answer reaches the client
+	evWake          // the scope asked to be looked at again
+	evRejoin        // a worker that failed fast tries again
+)
+
+type simEvent struct {
+	t      int64
+	kind   uint8
+	status int16
+	ra     int64
+	p      permit
+}
+
+// simQueue is a binary min-heap of events by time, typed so that a push
+// allocates nothing.
+type simQueue []simEvent
+
+func (q *simQueue) push(e simEvent) {
+	*q = append(*q, e)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if h[p].t <= h[i].t {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+}
+
+func (q *simQueue) pop() simEvent {
+	h := *q
+	e := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && h[l].t < h[m].t {
+			m = l
+		}
+		if r := l + 1; r < n && h[r].t < h[m].t {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	*q = h
+	return e
+}
+
+// simBase is the wall-clock origin of simulated time.
+var simBase = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// simRun runs one scenario.
+func simRun(sc simScenario, st *settings) simResult {
+	r, err := sc.Rule.resolve("Default")
+	if err != nil {
+		panic(err)
+	}
+	s := newScope("sim.test", &r, simBase, sc.Seed)
+	return simDrive(sc, st, s)
+}
+
+// simDrive is the event loop over one scope.
+func simDrive(sc simScenario, st *settings, s *scope) simResult {
+	var (
+		q        simQueue
+		res      simResult
+		waiting  = sc.Workers
+		lim      = sc.Steps[0].New()
+		step     = 1
+		end      = int64(sc.Duration)
+		from     = int64(sc.JudgeFrom)
+		half     = int64(sc.RTT) / 2
+		wakeAt   = int64(-1) // the earliest evWake pending, -1: none
+		pauses   []simPause
+		lat      []time.Duration
+		breakerW = s.breaker
+	)
+	at := func(t int64) time.Time { return simBase.Add(time.Duration(t)) }
+	push := q.push
+	// pump hands out every send the scope allows at t.
+	pump := func(t int64) {
+		now := at(t)
+		for waiting > 0 {
+			p, wake, v := simDecide(s, now, st.MaxPause)
+			switch v {
+			case simFail:
+				waiting--
+				res.Failed++
+				push(simEvent{t: t + int64(100*time.Millisecond), kind: evRejoin})
+				continue
+			case simWait:
+				if !wake.IsZero() {
+					w := int64(wake.Sub(simBase))
+					if wakeAt < 0 || w < wakeAt {
+						wakeAt = w
+						push(simEvent{t: w, kind: evWake})
+					}
+				}
+				return
+			}
+			waiting--
+			res.AllSends++
+			a := t + half // arrival at the server
+			for step < len(sc.Steps) && a >= int64(sc.Steps[step].At) {
+				lim = sc.Steps[step].New()
+				step++
+			}
+			ok, leave, status, ra := lim.arrive(a)
+			judged := a >= from && a < end
+			if judged {
+				res.Sends++
+			}
+			for _, w := range pauses {
+				if a > w.from && a < w.to {
+					res.Violations++
+					break
+				}
+			}
+			if ok {
+				if judged {
+					res.Accepted++
+					if sc.Latencies {
+						lat = append(lat, time.Duration(leave-a))
+					}
+				}
+				push(simEvent{t: leave + half, kind: evAnswer, status: 200, p: p})
+				continue
+			}
+			if judged {
+				res.Rejected++
+			}
+			if ra > 0 {
+				// the client learns at a+half; what it sends then
+				// arrives at a+2·half at the earliest
+				pauses = prune(pauses, a)
+				pauses = append(pauses, simPause{from: a + 2*half, to: a + 2*half + ra*int64(time.Second)})
+			}
+			push(simEvent{t: a + half, kind: evAnswer, status: int16(status), ra: ra, p: p})
+		}
+	}
+	pump(0)
+	for len(q) > 0 {
+		e := q.pop()
+		if e.t >= end {
+			break
+		}
+		switch e.kind {
+		case evWake:
+			if e.t == wakeAt {
+				wakeAt = -1
+			}
+		case evRejoin:
+			waiting++
+		case evAnswer:
+			now := at(e.t)
+			o := outcome{status: int(e.status), rtt: now.Sub(e.p.sent)}
+			switch e.status {
+			case 200:
+				o.class = classify.Success
+			case 429:
+				o.class = classify.Throttled
+			default:
+				o.class = classify.Overloaded
+			}
+			if e.ra > 0 {
+				o.retryAfter, o.hasRA = time.Duration(e.ra)*time.Second, true
+			}
+			s.release(e.p, o, st, now)
+			if s.breaker == BreakerOpen && breakerW != BreakerOpen {
+				res.BreakerOpens++
+			}
+			breakerW = s.breaker
+			waiting++
+		}
+		pump(e.t)
+	}
+	span := (sc.Duration - sc.JudgeFrom).Seconds()
+	res.Goodput = float64(res.Accepted) / span
+	// the capacity averaged over the window, in 100 ms steps
+	var c float64
+	n := 0
+	for t := sc.JudgeFrom; t < sc.Duration; t += 100 * time.Millisecond {
+		c += sc.Capacity(t)
+		n++
+	}
+	res.CapacityAvg = c / float64(n)
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		res.MedianLatency = lat[len(lat)/2]
+	}
+	return res
+}
+
+type simPause struct{ from, to int64 }
+
+func prune(ps []simPause, t int64) []simPause {
+	out := ps[:0]
+	for _, p := range ps {
+		if p.to > t {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Verdicts of simDecide.
+const (
+	simGo = iota
+	simWait
+	simFail
+)
+
+// simDecide is the decision the scope's acquire loop makes for the head of
+// its line at now: send (a permit), wait (until wake, or a release when wake
+// is zero), or fail fast.
+func simDecide(s *scope, now time.Time, maxPause time.Duration) (permit, time.Time, int) {
+	s.breakerTick(now)
+	if s.refuse(now, maxPause) != nil {
+		return permit{}, time.Time{}, simFail
+	}
+	switch {
+	case now.Before(s.pausedUntil):
+		return permit{}, s.pausedUntil, simWait
+	case s.inflight >= s.limitNow() || !s.halfOpenReady():
+		return permit{}, time.Time{}, simWait
+	}
+	if s.paceAllows(now) {
+		return s.take(now), time.Time{}, simGo
+	}
+	s.law.roundBinding = true
+	wake := s.nextToken(now)
+	if wake.Sub(now) > maxPause {
+		return permit{}, time.Time{}, simFail
+	}
+	return permit{}, wake, simWait
+}
+
+// Limiter families.
+
+// simFixedWindow admits n per window, windows aligned to the start;
+// rejections carry the seconds to the next window (at least 1), or none.
+type simFixedWindow struct {
+	n, w     int64
+	latency  int64
+	noRA     bool
+	k, count int64
+}
+
+func (f *simFixedWindow) arrive(a int64) (bool, int64, int, int64) {
+	if k := a / f.w; k != f.k {
+		f.k, f.count = k, 0
+	}
+	if f.count < f.n {
+		f.count++
+		return true, a + f.latency, 200, 0
+	}
+	if f.noRA {
+		return false, 0, 429, 0
+	}
+	return false, 0, 429, ceilSeconds((f.k+1)*f.w - a)
+}
+
+// simGCRA is a token bucket in its GCRA form: one every t, burst b.
+type simGCRA struct {
+	t, b, latency int64
+	tat           int64
+	countRejected bool
+}
+
+func (g *simGCRA) arrive(a int64) (bool, int64, int, int64) {
+	tol := (g.b - 1) * g.t
+	if g.tat-a <= tol {
+		g.tat = max(g.tat, a) + g.t
+		return true, a + g.latency, 200, 0
+	}
+	ra := ceilSeconds(g.tat - tol - a)
+	if g.countRejected {
+		g.tat = max(g.tat, a) + g.t
+	}
+	return false, 0, 429, ra
+}
+
+// simSliding admits n in any span of w (a log); rejected requests count.
+type simSliding struct {
+	n, w, latency int64
+	log           []int64 // ring of the last n counted arrivals
+	head          int
+}
+
+func (s *simSliding) arrive(a int64) (bool, int64, int, int64) {
+	if s.log == nil {
+		s.log = make([]int64, s.n)
+		for i := range s.log {
+			s.log[i] = math.MinInt64 / 2
+		}
+	}
+	oldest := s.log[s.head]
+	ok := a-oldest >= s.w
+	s.log[s.head] = a // rejections count too
+	s.head = (s.head + 1) % len(s.log)
+	if ok {
+		return true, a + s.latency, 200, 0
+	}
+	return false, 0, 429, ceilSeconds(s.log[s.head] + s.w - a)
+}
+
+// simConcurrency serves at most c at once; the excess gets 503 with a
+// 1 s Retry-After.
+type simConcurrency struct {
+	c, latency int64
+	busy       []int64 // end times
+}
+
+func (s *simConcurrency) arrive(a int64) (bool, int64, int, int64) {
+	live := s.busy[:0]
+	for _, e := range s.busy {
+		if e > a {
+			live = append(live, e)
+		}
+	}
+	s.busy = live
+	if int64(len(s.busy)) < s.c {
+		s.busy = append(s.busy, a+s.latency)
+		return true, a + s.latency, 200, 0
+	}
+	return false, 0, 503, 1
+}
+
+// simPool is a worker pool that queues and never rejects: n workers, each
+// busy for service per request, first come first served.
+type simPool struct {
+	service int64
+	free    []int64 // when each worker is free
+}
+
+func (p *simPool) arrive(a int64) (bool, int64, int, int64) {
+	i := 0
+	for j := range p.free {
+		if p.free[j] < p.free[i] {
+			i = j
+		}
+	}
+	start := max(a, p.free[i])
+	p.free[i] = start + p.service
+	return true, p.free[i], 200, 0
+}
+
+func ceilSeconds(d int64) int64 {
+	return max((d+int64(time.Second)-1)/int64(time.Second), 1)
+}
+
+// simRand draws scenario parameters.
+func simRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x51)) }
