@@ -34,7 +34,7 @@ type simStep struct {
 // network, the crawler, and what is judged.
 type simScenario struct {
 	Name      string
-	Steps     []simStep                // Steps[0].At must be 0
+	Steps     []simStep                     // Steps[0].At must be 0
 	Capacity  func(t time.Duration) float64 // accepted requests per second the limiter allows at t
 	RTT       time.Duration
 	Workers   int
