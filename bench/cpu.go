@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/colly-polite/polite/internal/demo"
 )
 
 // A real-time benchmark on a small shared machine measures whatever else
@@ -81,7 +83,7 @@ func waitQuiet(ctx context.Context, limit float64, patience time.Duration) (floa
 	said := false
 	for {
 		a := readCPU()
-		sleep(ctx, time.Second)
+		demo.Sleep(ctx, time.Second)
 		p, ok := foreign(a, readCPU())
 		if !ok || p < limit || ctx.Err() != nil {
 			return p, true

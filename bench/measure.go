@@ -4,18 +4,9 @@ import (
 	"math"
 	"slices"
 	"time"
-)
 
-// countIn counts the times of ts (sorted or not) in [from, to).
-func countIn(ts []time.Duration, from, to time.Duration) int {
-	n := 0
-	for _, t := range ts {
-		if t >= from && t < to {
-			n++
-		}
-	}
-	return n
-}
+	"github.com/colly-polite/polite/internal/demo"
+)
 
 // meanCapacity is the average of capacity over [from, to), req/s, sampled
 // every 10 ms (capacities here are step functions on whole seconds).
@@ -63,7 +54,7 @@ func converge(accepted []time.Duration, capacity func(t time.Duration) float64, 
 	for i := range good {
 		s := from + time.Duration(i)*bin
 		want := meanCapacity(capacity, s, s+bin) * bin.Seconds()
-		got := float64(countIn(accepted, s, s+bin))
+		got := float64(demo.CountIn(accepted, s, s+bin))
 		good[i] = math.Abs(got-want) <= tolerance*want
 	}
 	for i := 0; i+hold <= n; i++ {
@@ -86,4 +77,18 @@ func gapViolations(times []time.Duration, delay time.Duration) int {
 		}
 	}
 	return n
+}
+
+// median returns the median of ds (the mean of the middle two for an even
+// count); ok is false when ds is empty.
+func median(ds []time.Duration) (m time.Duration, ok bool) {
+	if len(ds) == 0 {
+		return 0, false
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2], true
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2, true
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -79,5 +80,51 @@ func TestMeanCapacity(t *testing.T) {
 	}
 	if got := meanCapacity(c, 5*time.Second, 20*time.Second); got < 19.99 || got > 20.01 {
 		t.Errorf("meanCapacity = %v, want 20", got)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	ms := time.Millisecond
+	for _, tt := range []struct {
+		in   []time.Duration
+		want time.Duration
+		ok   bool
+	}{
+		{nil, 0, false},
+		{[]time.Duration{300 * ms, 100 * ms, 200 * ms}, 200 * ms, true},
+		{[]time.Duration{400 * ms, 100 * ms, 200 * ms, 300 * ms}, 250 * ms, true},
+	} {
+		if got, ok := median(tt.in); got != tt.want || ok != tt.ok {
+			t.Errorf("median(%v) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestParseRTTs(t *testing.T) {
+	got, err := parseRTTs("0, 200ms,0")
+	if err != nil || len(got) != 2 || got[0] != 0 || got[1] != 200*time.Millisecond {
+		t.Errorf("parseRTTs(\"0, 200ms,0\") = %v, %v; want [0 200ms]", got, err)
+	}
+	for _, bad := range []string{"", "200", "-1s", "0,,1s"} {
+		if _, err := parseRTTs(bad); err == nil {
+			t.Errorf("parseRTTs(%q): no error", bad)
+		}
+	}
+}
+
+// A smoke run states that it judges nothing, whatever the figures.
+func TestTargetsSmoke(t *testing.T) {
+	rs := []result{
+		{Scenario: "S1", Contender: "adaptive", RTT: "0s", GoodputPct: 10, RejectedPct: 50},
+		{Scenario: "S11", Contender: "adaptive", RTT: "0s", Crawl: []crawlHost{{Host: "a.test", Pages: 21, Lost: 3}}},
+	}
+	var smoke, full strings.Builder
+	printTargets(&smoke, rs, true)
+	printTargets(&full, rs, false)
+	if strings.Contains(smoke.String(), "MISSED") || strings.Count(smoke.String(), "(smoke run: not judged)") != 2 {
+		t.Errorf("smoke run:\n%s", smoke.String())
+	}
+	if !strings.Contains(full.String(), "goodput 10.0 % < 95 %") || !strings.Contains(full.String(), "a.test lost 3 of 21 pages") {
+		t.Errorf("full run:\n%s", full.String())
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/internal/demo"
 	"github.com/colly-polite/polite/testserver"
 )
 
@@ -169,7 +170,7 @@ func TestScale(t *testing.T) {
 		span := (to - from).Seconds()
 		for _, name := range names {
 			st := srv.Stats(name)
-			a, r := countIn(st.Accepted, from, to), countIn(st.Rejected, from, to)
+			a, r := demo.CountIn(st.Accepted, from, to), demo.CountIn(st.Rejected, from, to)
 			accepted += a
 			sent += a + r
 			rejected += r

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"time"
 
 	"github.com/colly-polite/polite/testserver"
@@ -8,13 +9,14 @@ import (
 
 // scenario is one named origin set-up: its hosts and their hidden limits,
 // the load the crawl puts on it, and the capacity a perfect crawler would
-// reach.
+// reach. Every function of n takes the run's length (length(d) for a
+// -duration of d).
 type scenario struct {
 	name  string // "S1" ...
 	title string // one line for the table header
-	// hosts builds the server's hosts for a run of d (S4 places its
-	// capacity drop at half of d).
-	hosts func(d time.Duration) map[string]testserver.Policy
+	// hosts builds the server's hosts for a run of n (S4 and S10 place
+	// their capacity step at half of n). The harness adds -rtt to each.
+	hosts func(n time.Duration) map[string]testserver.Policy
 	// target is the host whose goodput is reported.
 	target string
 	// workers is the number of goroutines calling Visit. When the scenario
@@ -22,23 +24,67 @@ type scenario struct {
 	// crawler keeps one queue per host.
 	workers int
 	// capacity is the hidden capacity of target (req/s) in force at t on
-	// the server's clock, in a run of d.
-	capacity func(t, d time.Duration) float64
+	// the server's clock, in a run of n.
+	capacity func(t, n time.Duration) float64
 	// crawlDelay, if set, is the robots.txt Crawl-delay of target: two
 	// requests closer than it count as a pause violation.
 	crawlDelay time.Duration
 	// ban reports whether the scenario's host bans (the "banned" column).
 	ban bool
-	// drop, if set, is when the capacity changes (S4): convergence is then
-	// measured after it.
-	drop func(d time.Duration) time.Duration
+	// change, if set, is when the capacity steps down (S4) or up (S10):
+	// convergence is then measured from it.
+	change func(n time.Duration) time.Duration
+	// length, if set, is the length of the run for a -duration of d; the
+	// default is d.
+	length func(d time.Duration) time.Duration
+	// judge, if set, is when the goodput's window starts in a run of n; the
+	// default is the end of the warm-up, n/4.
+	judge func(n time.Duration) time.Duration
+	// unloaded, if set, is the target's processing time without queueing:
+	// the median latency of its admitted requests in the goodput's window
+	// is reported as a multiple of it, and adaptive's target is at most
+	// maxLatency times.
+	unloaded time.Duration
+	// reachWithin, if set, is adaptive's target for the time to converge
+	// after the capacity change.
+	reachWithin time.Duration
+	// crawl, if set, makes the scenario a whole crawl of these hosts by
+	// one async collector (crawl.go) instead of a timed run of workers.
+	crawl []crawlSite
+	// contenders, if set, are the only contenders that run the scenario.
+	contenders []string
+}
+
+// maxLatency is adaptive's target for the median latency of a queueing
+// origin, as a multiple of its unloaded latency.
+const maxLatency = 1.5
+
+// runLength is the length of a run of sc for a -duration of d.
+func (sc *scenario) runLength(d time.Duration) time.Duration {
+	if sc.length != nil {
+		return sc.length(d)
+	}
+	return d
+}
+
+// judged is when the goodput's window starts in a run of n.
+func (sc *scenario) judged(n time.Duration) time.Duration {
+	if sc.judge != nil {
+		return sc.judge(n)
+	}
+	return n / 4
+}
+
+// runs reports whether contender name runs sc.
+func (sc *scenario) runs(name string) bool {
+	return sc.contenders == nil || slices.Contains(sc.contenders, name)
 }
 
 func fixedWindow(n int) testserver.Limit {
 	return testserver.Limit{Kind: testserver.FixedWindow, N: n, Window: time.Second}
 }
 
-func constant(c float64) func(t, d time.Duration) float64 {
+func constant(c float64) func(t, n time.Duration) float64 {
 	return func(time.Duration, time.Duration) float64 { return c }
 }
 
@@ -48,11 +94,38 @@ const sitePages = 1 << 20
 
 func site() testserver.Site { return testserver.Site{Pages: sitePages} }
 
-// halfRun is S4's capacity drop: half of the run, on a whole second of the
-// server's clock so that it falls on a fixed-window (and a bin) boundary.
-func halfRun(d time.Duration) time.Duration {
-	return max((d / 2).Truncate(time.Second), time.Second)
+// halfRun is the capacity step of S4 and S10: half of the run, on a whole
+// second of the server's clock so that it falls on a fixed-window (and a
+// bin) boundary.
+func halfRun(n time.Duration) time.Duration {
+	return max((n / 2).Truncate(time.Second), time.Second)
 }
+
+// stepHost is a.test of S4 and S10: a fixed window of before/s, after/s
+// from half of the run on, 350 ms per page.
+func stepHost(before, after int) func(n time.Duration) map[string]testserver.Policy {
+	return func(n time.Duration) map[string]testserver.Policy {
+		return map[string]testserver.Policy{"a.test": {
+			Limit:    fixedWindow(before),
+			Schedule: []testserver.Step{{At: halfRun(n), Limit: fixedWindow(after)}},
+			Latency:  testserver.Latency{Base: 350 * time.Millisecond}, Site: site(),
+		}}
+	}
+}
+
+// stepCapacity is the capacity of stepHost(before, after).
+func stepCapacity(before, after int) func(t, n time.Duration) float64 {
+	return func(t, n time.Duration) float64 {
+		if t < halfRun(n) {
+			return float64(before)
+		}
+		return float64(after)
+	}
+}
+
+// lastQuarter is where S10's goodput is judged: after the rise, once the
+// crawler has had time to find the new capacity.
+func lastQuarter(n time.Duration) time.Duration { return n - n/4 }
 
 var scenarios = []scenario{
 	{
@@ -87,20 +160,7 @@ var scenarios = []scenario{
 	{
 		name: "S4", title: "fixed window 40/s, down to 10/s at half of the run, 350 ms, 40 workers",
 		target: "a.test", workers: 40,
-		capacity: func(t, d time.Duration) float64 {
-			if t < halfRun(d) {
-				return 40
-			}
-			return 10
-		},
-		drop: halfRun,
-		hosts: func(d time.Duration) map[string]testserver.Policy {
-			return map[string]testserver.Policy{"a.test": {
-				Limit:    fixedWindow(40),
-				Schedule: []testserver.Step{{At: halfRun(d), Limit: fixedWindow(10)}},
-				Latency:  testserver.Latency{Base: 350 * time.Millisecond}, Site: site(),
-			}}
-		},
+		capacity: stepCapacity(40, 10), change: halfRun, hosts: stepHost(40, 10),
 	},
 	{
 		name: "S5", title: "at most 8 in flight (503 above), 100 ms, 40 workers: capacity 80/s",
@@ -143,4 +203,41 @@ var scenarios = []scenario{
 			}}
 		},
 	},
+	{
+		name: "S9", title: "a queueing origin: 4 workers of 100 ms that never say no (capacity 40/s), 40 workers crawling; median latency beside goodput",
+		target: "a.test", workers: 40, capacity: constant(40), unloaded: 100 * time.Millisecond,
+		hosts: func(time.Duration) map[string]testserver.Policy {
+			return map[string]testserver.Policy{"a.test": {
+				Limit:   testserver.Limit{Kind: testserver.WorkerPool, MaxConcurrent: 4},
+				Latency: testserver.Latency{Base: 100 * time.Millisecond}, Site: site(),
+			}}
+		},
+	},
+	{
+		name: "S10", title: "fixed window 10/s, up to 40/s at half of the run, 350 ms, 40 workers; 4 x -duration long, goodput over the last quarter",
+		target: "a.test", workers: 40,
+		capacity: stepCapacity(10, 40), change: halfRun, hosts: stepHost(10, 40),
+		length:      func(d time.Duration) time.Duration { return 4 * d },
+		judge:       lastQuarter,
+		reachWithin: 30 * time.Second,
+	},
+	{
+		name: "S11", title: "a whole crawl: -pages pages (and the index) on each of 4 hosts, one async collector following the site's links",
+		crawl:      crawlSites,
+		contenders: []string{"adaptive", "limitrule-10"},
+	},
+}
+
+// crawlSites are S11's hosts: mixed limits and latencies.
+var crawlSites = []crawlSite{
+	{host: "a.test", about: "fixed window 5/s, 200 ms", capacity: 5,
+		policy: testserver.Policy{Limit: fixedWindow(5), Latency: testserver.Latency{Base: 200 * time.Millisecond}}},
+	{host: "b.test", about: "fixed window 10/s, 100 ms", capacity: 10,
+		policy: testserver.Policy{Limit: fixedWindow(10), Latency: testserver.Latency{Base: 100 * time.Millisecond}}},
+	{host: "c.test", about: "GCRA 20/s burst 5, 50 ms", capacity: 20,
+		policy: testserver.Policy{Limit: testserver.Limit{Kind: testserver.TokenBucket, Rate: 20, Burst: 5},
+			Latency: testserver.Latency{Base: 50 * time.Millisecond}}},
+	{host: "d.test", about: "at most 4 in flight (503 above), 100 ms: 40/s", capacity: 40,
+		policy: testserver.Policy{Limit: testserver.Limit{Kind: testserver.Concurrency, MaxConcurrent: 4},
+			Latency: testserver.Latency{Base: 100 * time.Millisecond}}},
 }

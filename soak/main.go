@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/internal/demo"
 	"github.com/colly-polite/polite/testserver"
 )
 
@@ -36,12 +37,10 @@ func main() {
 	requests := flag.Int64("requests", 1_000_000, "requests to send in all")
 	workers := flag.Int("workers", 256, "goroutines sending")
 	duration := flag.Duration("duration", 15*time.Minute, "stop after this long even if the count is not reached")
-	short := flag.Bool("short", false, "a small run for CI: 500 hosts, 20,000 requests")
+	short := flag.Bool("short", false, "a small run for CI: 500 hosts, 20,000 requests, at most 2 minutes (unless given)")
 	memprofile := flag.String("memprofile", "", "write a heap profile here at the end (who holds the memory)")
 	flag.Parse()
-	if *short {
-		*hosts, *requests, *duration = 500, 20_000, 2*time.Minute
-	}
+	demo.Short(*short, map[string]string{"hosts": "500", "requests": "20000", "duration": "2m"})
 	if *hosts < 1 || *requests < 1 || *workers < 1 || *duration <= 0 {
 		fmt.Fprintln(os.Stderr, "soak: -hosts, -requests, -workers and -duration must be positive")
 		os.Exit(2)
@@ -142,7 +141,7 @@ func run(nHosts int, total int64, workers int, limit time.Duration, memprofile s
 					if errors.Is(err, adaptive.ErrPaused) || errors.Is(err, context.DeadlineExceeded) {
 						// a paused scope, or a wait past the deadline, fails
 						// fast: do not spin on it
-						time.Sleep(10 * time.Millisecond)
+						demo.Sleep(ctx, 10*time.Millisecond)
 					}
 				default:
 					_, _ = io.Copy(io.Discard, resp.Body)

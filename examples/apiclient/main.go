@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/internal/demo" // helpers shared by this repository's programs
 	"github.com/colly-polite/polite/testserver"
 )
 
@@ -46,11 +47,7 @@ func main() {
 	duration := flag.Duration("duration", 30*time.Second, "how long to run the loop")
 	short := flag.Bool("short", false, "a 5 s smoke run")
 	flag.Parse()
-	set := map[string]bool{}
-	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if *short && !set["duration"] {
-		*duration = 5 * time.Second
-	}
+	demo.Short(*short, map[string]string{"duration": "5s"}) // unless -duration is given
 
 	srv, err := testserver.New(testserver.Config{
 		Network: testserver.Loopback,

@@ -30,7 +30,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +37,7 @@ import (
 	"github.com/gocolly/colly/v2"
 
 	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/internal/demo" // helpers shared by this repository's programs
 	"github.com/colly-polite/polite/testserver"
 )
 
@@ -56,16 +56,9 @@ func main() {
 	out := flag.String("out", "convergence.png", `PNG to write ("" for none)`)
 	short := flag.Bool("short", false, "a 6 s smoke run (warm-up: half of it)")
 	flag.Parse()
-	set := map[string]bool{}
-	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if *short {
-		if !set["duration"] {
-			*duration = 6 * time.Second
-		}
-		if !set["warmup"] {
-			*warmup = *duration / 2
-		}
-	}
+	// -short: 6 s and a warm-up of half the run, unless given on the command line
+	demo.Short(*short, map[string]string{"duration": "6s"})
+	demo.Short(*short, map[string]string{"warmup": (*duration / 2).String()})
 	if *warmup >= *duration {
 		*warmup = *duration / 2
 	}
@@ -119,7 +112,7 @@ func main() {
 				n := seq.Add(1) % pages
 				t0 := time.Now()
 				if err := c.Visit(fmt.Sprintf("%s/page/%d", base, n)); err != nil && time.Since(t0) < time.Millisecond {
-					sleep(ctx, 100*time.Millisecond) // a refusal without waiting: do not spin
+					demo.Sleep(ctx, 100*time.Millisecond) // a refusal without waiting: do not spin
 				}
 			}
 		})
@@ -135,7 +128,7 @@ func main() {
 		if at > end {
 			break
 		}
-		sleep(ctx, at-srv.Elapsed())
+		demo.Sleep(ctx, at-srv.Elapsed())
 		st := srv.Stats(host)
 		snap, _ := ctrl.Snapshot(scopeOf(base))
 		s := sample{t: at - start, limit: snap.Limit, inflight: snap.InFlight, rate: snap.Rate,
@@ -149,19 +142,14 @@ func main() {
 		}
 	}
 	cancel()
-	if !waitFor(&wg, 15*time.Second) {
-		fmt.Println("workers still busy 15 s after the end: closing the server")
-		srv.Close()
-		if !waitFor(&wg, 5*time.Second) {
-			fmt.Println("workers did not stop")
-			os.Exit(1)
-		}
+	if err := demo.Stop(&wg, srv); err != nil { // waits for the workers, closing the server if they linger
+		log.Fatal(err)
 	}
 
 	st := srv.Stats(host)
 	from, to := start+*warmup, end
 	secs := (to - from).Seconds()
-	good := float64(countIn(st.Accepted, from, to)) / secs
+	good := float64(demo.CountIn(st.Accepted, from, to)) / secs
 	rej := st.ByStatus[429] - warm.ByStatus[429]
 	sent := st.Requests - warm.Requests
 	fmt.Printf("\nafter the %v warm-up (%v of crawling):\n", *warmup, *duration-*warmup)
@@ -204,44 +192,9 @@ type sample struct {
 // scopeOf is the controller's scope key of a base URL "http://host:port".
 func scopeOf(base string) string { return adaptive.NormalizeHost("http", base[len("http://"):]) }
 
-func countIn(ts []time.Duration, from, to time.Duration) int {
-	n := 0
-	for _, t := range ts {
-		if t >= from && t < to {
-			n++
-		}
-	}
-	return n
-}
-
 func pct(n, of int) float64 {
 	if of == 0 {
 		return 0
 	}
 	return float64(n) / float64(of) * 100
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
-// waitFor waits for wg at most d and reports whether it finished.
-func waitFor(wg *sync.WaitGroup, d time.Duration) bool {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return true
-	case <-time.After(d):
-		return false
-	}
 }

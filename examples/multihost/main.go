@@ -35,7 +35,6 @@ import (
 	"fmt"
 	"log"
 	"net/url"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +43,7 @@ import (
 
 	"github.com/colly-polite/polite/adaptive"
 	"github.com/colly-polite/polite/classify"
+	"github.com/colly-polite/polite/internal/demo" // helpers shared by this repository's programs
 	"github.com/colly-polite/polite/testserver"
 )
 
@@ -87,16 +87,9 @@ func main() {
 	workers := flag.Int("workers", 12, "goroutines per host")
 	short := flag.Bool("short", false, "a 5 s smoke run (warm-up: half of it)")
 	flag.Parse()
-	set := map[string]bool{}
-	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if *short {
-		if !set["duration"] {
-			*duration = 5 * time.Second
-		}
-		if !set["warmup"] {
-			*warmup = *duration / 2
-		}
-	}
+	// -short: 5 s and a warm-up of half the run, unless given on the command line
+	demo.Short(*short, map[string]string{"duration": "5s"})
+	demo.Short(*short, map[string]string{"warmup": (*duration / 2).String()})
 	if *warmup >= *duration {
 		*warmup = *duration / 2
 	}
@@ -183,11 +176,8 @@ func main() {
 					err := c.Visit(fmt.Sprintf("%s/page/%d", h.base, seq.Add(1)%1000))
 					if errors.Is(err, adaptive.ErrBlocked) {
 						if !h.parked.Swap(true) {
-							until := "until Unpark"
-							if se := (*adaptive.ScopeError)(nil); errors.As(err, &se) && !se.Until.IsZero() {
-								until = fmt.Sprintf("for %v", time.Until(se.Until).Round(time.Second))
-							}
-							fmt.Printf("%6v  %s is parked %s (adaptive.ErrBlocked): its workers stop\n", elapsed(), h.name, until)
+							// err is an *adaptive.ScopeError: the scope, the reason and until when
+							fmt.Printf("%6v  %s is parked (%v): its workers stop\n", elapsed(), h.name, err)
 						}
 						return
 					}
@@ -201,7 +191,7 @@ func main() {
 		every = time.Second
 	}
 	for t := every; t <= *duration; t += every {
-		sleep(ctx, time.Until(start.Add(t)))
+		demo.Sleep(ctx, time.Until(start.Add(t)))
 		line := fmt.Sprintf("%6v ", t)
 		for _, h := range hosts {
 			snap, _ := ctrl.Snapshot(h.scope)
@@ -209,15 +199,10 @@ func main() {
 		}
 		fmt.Println(line)
 	}
-	sleep(ctx, time.Until(end))
+	demo.Sleep(ctx, time.Until(end))
 	cancel()
-	if !waitFor(&wg, 15*time.Second) {
-		fmt.Println("workers still busy 15 s after the end: closing the server")
-		srv.Close()
-		if !waitFor(&wg, 5*time.Second) {
-			fmt.Println("workers did not stop")
-			os.Exit(1)
-		}
+	if err := demo.Stop(&wg, srv); err != nil { // waits for the workers, closing the server if they linger
+		log.Fatal(err)
 	}
 	events.Wait()
 	// The events that came in after the last read.
@@ -236,7 +221,7 @@ func main() {
 		"host", "hidden limit", "goodput", "of cap", "pages", "429s", "403s", "viol", "scope")
 	for _, h := range hosts {
 		st := srv.Stats(h.name)
-		good := float64(countIn(st.Accepted, from, to)) / (to - from).Seconds()
+		good := float64(demo.CountIn(st.Accepted, from, to)) / (to - from).Seconds()
 		snap, _ := ctrl.Snapshot(h.scope)
 		state := fmt.Sprintf("rate %.2f, limit %.1f", snap.Rate, snap.Limit)
 		if snap.Parked {
@@ -255,40 +240,5 @@ func main() {
 		fmt.Printf("banning.test: banned %d time(s) (%d 403s) but not parked\n", ban.BanCount, ban.ByStatus[403])
 	default:
 		fmt.Println("banning.test: never banned (the controller kept under its limit)")
-	}
-}
-
-func countIn(ts []time.Duration, from, to time.Duration) int {
-	n := 0
-	for _, t := range ts {
-		if t >= from && t < to {
-			n++
-		}
-	}
-	return n
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
-// waitFor waits for wg at most d and reports whether it finished.
-func waitFor(wg *sync.WaitGroup, d time.Duration) bool {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return true
-	case <-time.After(d):
-		return false
 	}
 }

@@ -25,7 +25,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +32,7 @@ import (
 	"github.com/gocolly/colly/v2"
 
 	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/internal/demo" // helpers shared by this repository's programs
 	"github.com/colly-polite/polite/testserver"
 )
 
@@ -46,11 +46,7 @@ func main() {
 	workers := flag.Int("workers", 8, "goroutines visiting pages")
 	short := flag.Bool("short", false, "a 4 s smoke run")
 	flag.Parse()
-	set := map[string]bool{}
-	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if *short && !set["duration"] {
-		*duration = 4 * time.Second
-	}
+	demo.Short(*short, map[string]string{"duration": "4s"}) // unless -duration is given
 
 	srv, err := testserver.New(testserver.Config{
 		Network: testserver.Loopback,
@@ -92,20 +88,15 @@ func main() {
 			for ctx.Err() == nil && time.Now().Before(end) {
 				t0 := time.Now()
 				if err := c.Visit(fmt.Sprintf("%s/page/%d", base, seq.Add(1)%1000)); err != nil && time.Since(t0) < time.Millisecond {
-					sleep(ctx, 100*time.Millisecond) // a refusal without waiting: do not spin
+					demo.Sleep(ctx, 100*time.Millisecond) // a refusal without waiting: do not spin
 				}
 			}
 		})
 	}
-	sleep(ctx, time.Until(end))
+	demo.Sleep(ctx, time.Until(end))
 	cancel()
-	if !waitFor(&wg, 15*time.Second) {
-		fmt.Println("workers still busy 15 s after the end: closing the server")
-		srv.Close()
-		if !waitFor(&wg, 5*time.Second) {
-			fmt.Println("workers did not stop")
-			os.Exit(1)
-		}
+	if err := demo.Stop(&wg, srv); err != nil { // waits for the workers, closing the server if they linger
+		log.Fatal(err)
 	}
 
 	st := srv.Stats(host)
@@ -150,28 +141,3 @@ func main() {
 // ms formats d in milliseconds to the microsecond: a gap a hair under the
 // delay must not print as the delay itself.
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
-// waitFor waits for wg at most d and reports whether it finished.
-func waitFor(wg *sync.WaitGroup, d time.Duration) bool {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return true
-	case <-time.After(d):
-		return false
-	}
-}
