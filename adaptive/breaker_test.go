@@ -43,7 +43,7 @@ func TestBreakerOpensThenProbes(t *testing.T) {
 			}
 			return &http.Response{StatusCode: st, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
 		})
-		tr := adaptive.NewTransport(origin, adaptive.WithSeed(1), adaptive.WithDefault(adaptive.Rule{MaxRetries: -1}))
+		tr := adaptive.NewTransport(origin, adaptive.WithJitterSeed(1), adaptive.WithDefault(adaptive.Rule{MaxRetries: -1}))
 		client := &http.Client{Transport: tr}
 		var wg sync.WaitGroup
 		for w := 0; w < 4; w++ {

@@ -38,23 +38,27 @@ func Attach(c *colly.Collector, opts ...Option) *Controller {
 }
 
 // Attach wraps c's current transport with this controller (once: a
-// transport that is already this controller's is left as it is).
+// transport that is already this controller's is left as it is). The
+// collector's request timeout becomes the per-attempt timeout of this
+// collector's transport, unless Config.AttemptTimeout is set; the
+// controller's settings are never changed.
 func (ctrl *Controller) Attach(c *colly.Collector) {
 	client := collyClient(c)
 	var next http.RoundTripper
+	timeout := ctrl.st.AttemptTimeout
 	if client != nil {
 		next = client.Transport
 		if t, ok := next.(*Transport); ok && t.c == ctrl {
 			return
 		}
-		if ctrl.st.AttemptTimeout == 0 && client.Timeout > 0 {
-			ctrl.st.AttemptTimeout = client.Timeout
+		if timeout == 0 {
+			timeout = client.Timeout
 		}
-	} else if ctrl.st.AttemptTimeout == 0 {
-		ctrl.st.AttemptTimeout = collyDefaultTimeout
+	} else if timeout == 0 {
+		timeout = collyDefaultTimeout
 	}
 	c.SetRequestTimeout(0)
-	c.WithTransport(ctrl.Transport(next))
+	c.WithTransport(ctrl.transport(next, timeout))
 }
 
 const collyDefaultTimeout = 10e9

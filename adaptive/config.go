@@ -7,13 +7,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"path"
 	"regexp"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/colly-polite/polite/adaptive/internal/law"
 	"github.com/colly-polite/polite/classify"
 )
 
@@ -88,9 +86,10 @@ type Config struct {
 	// (a *ScopeError says why) and the scope stays paused. A place in a long
 	// queue is not such a wait. 0 means 120 s.
 	MaxPause time.Duration
-	// MinPause is the pause after a throttle that carries Retry-After: 0 (or
-	// a date in the past): never a zero-wait loop. 0 means 500 ms.
-	MinPause time.Duration
+	// MinRetryAfter is the shortest pause a Retry-After asks for: "0", or a
+	// date in the past, still pauses this long (never a zero-wait loop).
+	// 0 means 500 ms.
+	MinRetryAfter time.Duration
 	// Backoff is the pause after a throttle or overload without Retry-After;
 	// it doubles for each further one without a success in between, up to
 	// MaxBackoff. 0 means 1 s.
@@ -102,10 +101,11 @@ type Config struct {
 	// several collectors do not return in one instant. 0 means 10 % of the
 	// pause, at most 1 s; negative means none.
 	Jitter time.Duration
-	// Hold is how long additive increase stays off after an overload (503,
-	// 502, 504, transport failure): a 200 from a struggling origin is no
-	// proof of headroom. 0 means 10 s.
-	Hold time.Duration
+	// OverloadHold is how long increases stay off after an overload (503,
+	// 502, 504, transport failure), counted from the end of the pause it
+	// caused: a 200 from a struggling origin is no proof of headroom. 0
+	// means 10 s.
+	OverloadHold time.Duration
 
 	// BreakerThreshold is how many throttles or overloads in a row, with no
 	// success between, open the breaker. 0 means 6; negative disables it.
@@ -148,10 +148,10 @@ type Config struct {
 	// Store). nil means this controller's scopes are its own.
 	Store Store
 
-	// Seed seeds the per-scope random source of the resume jitter. 0 means
-	// a random seed, so that separate processes crawling one host do not
-	// resume in step; tests set it for reproducible runs.
-	Seed uint64
+	// JitterSeed seeds the per-scope random source of the resume jitter. 0
+	// means a random seed, so that separate processes crawling one host do
+	// not resume in step; tests set it for reproducible runs.
+	JitterSeed uint64
 
 	// EventBuffer is the capacity of each event stream. 0 means 256.
 	EventBuffer int
@@ -168,132 +168,106 @@ type Config struct {
 	BlockBodyMarkers []string
 
 	envErr error // set by WithEnv, reported by New
+	optErr error // set by configFrom, reported by New
 }
 
-// Option changes a Config.
-type Option func(*Config)
+// Option changes the configuration. Options apply in phases, so that their
+// order never silently matters: first the Config of WithConfig, then the
+// rules (WithDefault, then WithRule in order: the first match wins), then
+// every other setting, then the environment (WithEnv), which overrides the
+// code as deployments expect.
+type Option func(*options)
 
-// WithConfig replaces the whole configuration.
-func WithConfig(c Config) Option { return func(dst *Config) { *dst = c } }
+type options struct {
+	base   *Config
+	bases  int
+	phases [3][]func(*Config) // rules, settings, environment
+}
+
+const (
+	phaseRules = iota
+	phaseSettings
+	phaseEnv
+)
+
+func in(phase int, f func(*Config)) Option {
+	return func(o *options) { o.phases[phase] = append(o.phases[phase], f) }
+}
+
+// configFrom applies opts; robots, if not nil, is the default of
+// Config.Robots when no option sets it.
+func configFrom(opts []Option, robots *bool) Config {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	var c Config
+	if o.base != nil {
+		c = *o.base
+		c.Rules = append([]Rule(nil), c.Rules...)
+	}
+	for _, phase := range o.phases {
+		for _, f := range phase {
+			f(&c)
+		}
+	}
+	if o.bases > 1 {
+		c.optErr = fmt.Errorf("%w: WithConfig given %d times; the last one is used", ErrConfig, o.bases)
+	}
+	if c.Robots == nil && robots != nil {
+		c.Robots = robots
+	}
+	return c
+}
+
+// WithConfig is the whole configuration the other options apply on top of,
+// wherever it stands among them.
+func WithConfig(c Config) Option {
+	return func(o *options) { o.base = &c; o.bases++ }
+}
 
 // WithDefault sets the default rule.
-func WithDefault(r Rule) Option { return func(c *Config) { c.Default = r } }
+func WithDefault(r Rule) Option { return in(phaseRules, func(c *Config) { c.Default = r }) }
 
 // WithRule appends a per-domain rule.
-func WithRule(r Rule) Option { return func(c *Config) { c.Rules = append(c.Rules, r) } }
+func WithRule(r Rule) Option {
+	return in(phaseRules, func(c *Config) { c.Rules = append(c.Rules, r) })
+}
 
 // WithScope sets how requests map to scopes (ScopeHost, ScopeDomain,
 // ScopeProxy or your own function).
-func WithScope(f ScopeFunc) Option { return func(c *Config) { c.Scope = f } }
+func WithScope(f ScopeFunc) Option { return in(phaseSettings, func(c *Config) { c.Scope = f }) }
 
 // WithLogger sends the decision time series to l.
-func WithLogger(l *slog.Logger) Option { return func(c *Config) { c.Logger = l } }
+func WithLogger(l *slog.Logger) Option { return in(phaseSettings, func(c *Config) { c.Logger = l }) }
 
 // WithRobots turns robots.txt Crawl-delay on or off.
-func WithRobots(on bool) Option { return func(c *Config) { c.Robots = &on } }
+func WithRobots(on bool) Option { return in(phaseSettings, func(c *Config) { c.Robots = &on }) }
 
 // WithAttemptTimeout bounds each attempt.
-func WithAttemptTimeout(d time.Duration) Option { return func(c *Config) { c.AttemptTimeout = d } }
+func WithAttemptTimeout(d time.Duration) Option {
+	return in(phaseSettings, func(c *Config) { c.AttemptTimeout = d })
+}
 
-// WithMaxPause sets the longest pause a request waits for.
-func WithMaxPause(d time.Duration) Option { return func(c *Config) { c.MaxPause = d } }
+// WithMaxPause sets the longest wait at the head of a scope's line.
+func WithMaxPause(d time.Duration) Option {
+	return in(phaseSettings, func(c *Config) { c.MaxPause = d })
+}
 
 // WithStore shares the pause gate through s with every collector that uses
 // the same Store.
-func WithStore(s Store) Option { return func(c *Config) { c.Store = s } }
+func WithStore(s Store) Option { return in(phaseSettings, func(c *Config) { c.Store = s }) }
 
-// WithSeed seeds the resume jitter, for reproducible runs.
-func WithSeed(seed uint64) Option { return func(c *Config) { c.Seed = seed } }
-
-// WithRate sets the default rule's rate ceiling (requests per second).
-func WithRate(perSecond float64) Option { return func(c *Config) { c.Default.Rate = perSecond } }
-
-// WithEnv reads configuration from environment variables, in Colly's
-// COLLY_* manner, on top of what came before it. Only the variables that are
-// set count:
-//
-//	COLLY_POLITE_RATE             default rate ceiling, requests per second
-//	COLLY_POLITE_INITIAL_RATE     slow-start rate, requests per second
-//	COLLY_POLITE_MAX_CONCURRENCY  default concurrency ceiling
-//	COLLY_POLITE_MAX_RETRIES      retries per request (negative: none)
-//	COLLY_POLITE_MAX_BACKOFF      e.g. 60s
-//	COLLY_POLITE_MAX_PAUSE        e.g. 120s
-//	COLLY_POLITE_ROBOTS           true or false
-//
-// A malformed value makes New return an error naming the variable; Attach
-// and NewTransport give it the most conservative value of its field (a rate
-// the minimum rate, a concurrency 1, retries none, robots on) and report it
-// through Controller.Err.
-func WithEnv() Option {
-	return func(c *Config) { c.envErr = c.applyEnv(os.Getenv) }
+// WithJitterSeed seeds the resume jitter, for reproducible runs.
+func WithJitterSeed(seed uint64) Option {
+	return in(phaseSettings, func(c *Config) { c.JitterSeed = seed })
 }
 
-func (c *Config) applyEnv(get func(string) string) error {
-	var errs []string
-	bad := func(name, v, why string) { errs = append(errs, fmt.Sprintf("%s=%q (%s)", name, v, why)) }
-	// a value that cannot be read gets the most conservative value of its
-	// field (fallback), so a typo never lifts a ceiling
-	rate := func(name string, set func(float64), fallback float64) {
-		if v := strings.TrimSpace(get(name)); v != "" {
-			f, err := strconv.ParseFloat(v, 64)
-			switch {
-			case err != nil:
-				bad(name, v, "not a number")
-				set(fallback)
-			case rateProblem(f) != "":
-				bad(name, v, rateProblem(f))
-				set(fallback)
-			default:
-				set(f)
-			}
-		}
-	}
-	integer := func(name string, neg bool, set func(int), fallback int) {
-		if v := strings.TrimSpace(get(name)); v != "" {
-			n, err := strconv.Atoi(v)
-			switch {
-			case err != nil:
-				bad(name, v, "not an integer")
-				set(fallback)
-			case n < 0 && !neg:
-				bad(name, v, "negative")
-				set(fallback)
-			default:
-				set(n)
-			}
-		}
-	}
-	dur := func(name string, set func(time.Duration)) {
-		if v := strings.TrimSpace(get(name)); v != "" {
-			d, err := time.ParseDuration(v)
-			switch {
-			case err != nil:
-				bad(name, v, "not a duration such as 60s")
-			case d < 0:
-				bad(name, v, "negative")
-			default:
-				set(d)
-			}
-		}
-	}
-	rate("COLLY_POLITE_RATE", func(f float64) { c.Default.Rate = f }, defaultMinRate)
-	rate("COLLY_POLITE_INITIAL_RATE", func(f float64) { c.Default.InitialRate = f }, defaultMinRate)
-	integer("COLLY_POLITE_MAX_CONCURRENCY", false, func(n int) { c.Default.MaxConcurrency = n }, 1)
-	integer("COLLY_POLITE_MAX_RETRIES", true, func(n int) { c.Default.MaxRetries = n }, -1)
-	dur("COLLY_POLITE_MAX_BACKOFF", func(d time.Duration) { c.MaxBackoff = d })
-	dur("COLLY_POLITE_MAX_PAUSE", func(d time.Duration) { c.MaxPause = d })
-	if v := strings.TrimSpace(get("COLLY_POLITE_ROBOTS")); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			bad("COLLY_POLITE_ROBOTS", v, "not true or false")
-			b = true
-		}
-		c.Robots = &b
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%w: malformed environment: %s", ErrConfig, strings.Join(errs, ", "))
-	}
-	return nil
+// WithRate sets the default rule's rate ceiling (requests per second).
+func WithRate(perSecond float64) Option {
+	return in(phaseSettings, func(c *Config) { c.Default.Rate = perSecond })
 }
 
 // minRate is the lowest rate accepted. One send interval (1/rate) must fit a
@@ -318,7 +292,8 @@ func rateProblem(f float64) string {
 type rule struct {
 	Rule
 	retries int
-	never   bool // the Domain glob is malformed: the rule matches no host
+	never   bool       // the Domain glob is malformed: the rule matches no host
+	law     law.Config // what the control law needs of it
 }
 
 // defaultMinRate is the floor of the adaptive rate when MinRate is 0, and
@@ -408,6 +383,10 @@ func (r Rule) resolve(name string) (rule, []error) {
 	if out.Block.ParkFor == 0 {
 		out.Block.ParkFor = 15 * time.Minute
 	}
+	out.law = law.Config{
+		InitialRate: out.InitialRate, MinRate: out.MinRate,
+		StartConcurrency: out.StartConcurrency, MinConcurrency: out.MinConcurrency, MaxConcurrency: out.MaxConcurrency,
+	}
 	return out, errs
 }
 
@@ -434,10 +413,7 @@ type settings struct {
 // (see Rule.resolve; durations their default, Robots on), and the error
 // lists every problem.
 func (c Config) resolve() (*settings, error) {
-	var errs []error
-	if c.envErr != nil {
-		errs = append(errs, c.envErr)
-	}
+	errs := []error{c.optErr, c.envErr}
 	s := &settings{Config: c}
 	var rerrs []error
 	s.def, rerrs = c.Default.resolve("Default")
@@ -463,10 +439,10 @@ func (c Config) resolve() (*settings, error) {
 		n   string
 	}{
 		{&s.MaxPause, 120 * time.Second, "MaxPause"},
-		{&s.MinPause, 500 * time.Millisecond, "MinPause"},
+		{&s.MinRetryAfter, 500 * time.Millisecond, "MinRetryAfter"},
 		{&s.Backoff, time.Second, "Backoff"},
 		{&s.MaxBackoff, 60 * time.Second, "MaxBackoff"},
-		{&s.Hold, 10 * time.Second, "Hold"},
+		{&s.OverloadHold, 10 * time.Second, "OverloadHold"},
 		{&s.BreakerCooldown, 30 * time.Second, "BreakerCooldown"},
 		{&s.MaxCrawlDelay, 30 * time.Second, "MaxCrawlDelay"},
 		{&s.RobotsTTL, 24 * time.Hour, "RobotsTTL"},
@@ -514,8 +490,8 @@ func (c Config) resolve() (*settings, error) {
 	if s.Scope == nil {
 		s.Scope = ScopeHost
 	}
-	if s.Seed == 0 {
-		s.Seed = rand.Uint64()
+	if s.JitterSeed == 0 {
+		s.JitterSeed = rand.Uint64()
 	}
 	if s.Classifier == nil {
 		s.Classifier = &classify.Classifier{}

@@ -2,7 +2,6 @@ package adaptive_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"math"
 	"net/http"
@@ -53,10 +52,10 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 		{"invalid rule names its domain", []adaptive.Option{adaptive.WithRule(adaptive.Rule{Domain: "*.example.com", Rate: -1})}, []string{`Rules[0] ("*.example.com")`, "Rate -1"}},
 		{"invalid regexp rule names its regexp", []adaptive.Option{adaptive.WithRule(adaptive.Rule{DomainRegexp: regexp.MustCompile(`example\.org$`), MaxConcurrency: -3})}, []string{`Rules[0] ("example\\.org$")`, "MaxConcurrency -3"}},
 		{"negative MaxPause", []adaptive.Option{adaptive.WithMaxPause(-time.Second)}, []string{"MaxPause"}},
-		{"negative MinPause", cfg(adaptive.Config{MinPause: -1}), []string{"MinPause"}},
+		{"negative MinRetryAfter", cfg(adaptive.Config{MinRetryAfter: -1}), []string{"MinRetryAfter"}},
 		{"negative Backoff", cfg(adaptive.Config{Backoff: -1}), []string{"Backoff"}},
 		{"negative MaxBackoff", cfg(adaptive.Config{MaxBackoff: -1}), []string{"MaxBackoff"}},
-		{"negative Hold", cfg(adaptive.Config{Hold: -1}), []string{"Hold"}},
+		{"negative OverloadHold", cfg(adaptive.Config{OverloadHold: -1}), []string{"OverloadHold"}},
 		{"negative BreakerCooldown", cfg(adaptive.Config{BreakerCooldown: -1}), []string{"BreakerCooldown"}},
 		{"negative MaxCrawlDelay", cfg(adaptive.Config{MaxCrawlDelay: -1}), []string{"MaxCrawlDelay"}},
 		{"negative RobotsTTL", cfg(adaptive.Config{RobotsTTL: -1}), []string{"RobotsTTL"}},
@@ -103,7 +102,7 @@ func TestNewAcceptsDocumentedValues(t *testing.T) {
 		{"slowest rate", []adaptive.Option{adaptive.WithRate(1e-6)}},
 		{"huge rate", []adaptive.Option{adaptive.WithRate(1e300)}},
 		{"regexp rule ignores Domain", []adaptive.Option{adaptive.WithRule(adaptive.Rule{Domain: "[", DomainRegexp: regexp.MustCompile("x")})}},
-		{"options after WithConfig", []adaptive.Option{adaptive.WithConfig(adaptive.Config{}), adaptive.WithRate(3), adaptive.WithSeed(1)}},
+		{"options after WithConfig", []adaptive.Option{adaptive.WithConfig(adaptive.Config{}), adaptive.WithRate(3), adaptive.WithJitterSeed(1)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -387,13 +386,18 @@ func TestWithEnvRatesAndConcurrency(t *testing.T) {
 		})
 	}
 
-	t.Run("options after WithEnv win", func(t *testing.T) {
+	t.Run("the environment wins wherever WithEnv stands", func(t *testing.T) {
 		setEnv(t, "COLLY_POLITE_RATE=1")
-		synctest.Test(t, func(t *testing.T) {
-			c, err := adaptive.New(adaptive.WithEnv(), adaptive.WithRate(0.25))
-			require.NoError(t, err)
-			assert.Equal(t, 0.25, cfgFirstSnapshot(t, c, "https://example.com/").Rate)
-		})
+		for _, opts := range [][]adaptive.Option{
+			{adaptive.WithEnv(), adaptive.WithRate(0.25)},
+			{adaptive.WithRate(0.25), adaptive.WithEnv()},
+		} {
+			synctest.Test(t, func(t *testing.T) {
+				c, err := adaptive.New(opts...)
+				require.NoError(t, err)
+				assert.Equal(t, 1.0, cfgFirstSnapshot(t, c, "https://example.com/").Rate)
+			})
+		}
 	})
 }
 
@@ -537,11 +541,31 @@ func TestWithEnvRobots(t *testing.T) {
 	}
 }
 
-// WithConfig replaces everything before it, a malformed environment too.
-func TestWithConfigReplacesEnv(t *testing.T) {
+// Option order never silently matters: WithConfig is the base wherever it
+// stands, rules come before settings, the environment last; WithConfig
+// twice is reported.
+func TestOptionOrderDoesNotMatter(t *testing.T) {
 	setEnv(t, "COLLY_POLITE_RATE=x")
-	_, err := adaptive.New(adaptive.WithEnv(), adaptive.WithConfig(adaptive.Config{}))
-	assert.NoError(t, err)
-	_, err = adaptive.New(adaptive.WithConfig(adaptive.Config{}), adaptive.WithEnv())
-	assert.True(t, errors.Is(err, adaptive.ErrConfig))
+	for _, opts := range [][]adaptive.Option{
+		{adaptive.WithEnv(), adaptive.WithConfig(adaptive.Config{})},
+		{adaptive.WithConfig(adaptive.Config{}), adaptive.WithEnv()},
+	} {
+		_, err := adaptive.New(opts...)
+		assert.ErrorIs(t, err, adaptive.ErrConfig, "a malformed environment is reported wherever WithEnv stands")
+	}
+	setEnv(t)
+	for _, opts := range [][]adaptive.Option{
+		{adaptive.WithRate(3), adaptive.WithConfig(adaptive.Config{MaxPause: time.Minute}), adaptive.WithDefault(adaptive.Rule{MaxConcurrency: 2})},
+		{adaptive.WithDefault(adaptive.Rule{MaxConcurrency: 2}), adaptive.WithConfig(adaptive.Config{MaxPause: time.Minute}), adaptive.WithRate(3)},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			c, err := adaptive.New(opts...)
+			require.NoError(t, err)
+			s := cfgFirstSnapshot(t, c, "https://example.com/")
+			assert.Equal(t, 2.0, s.Rate, "WithRate(3) kept, the initial rate 2 below it")
+			assert.Equal(t, 2.0, s.Limit, "WithDefault's MaxConcurrency kept")
+		})
+	}
+	_, err := adaptive.New(adaptive.WithConfig(adaptive.Config{}), adaptive.WithConfig(adaptive.Config{}))
+	assert.ErrorIs(t, err, adaptive.ErrConfig, "WithConfig twice")
 }

@@ -11,13 +11,16 @@ import (
 	"github.com/colly-polite/polite/classify"
 )
 
-// Controller holds one controller per scope and the machinery they share:
-// configuration, event streams, the robots.txt cache. Make one with New,
-// Attach or NewTransport; the zero value is not usable. A Controller is safe
-// for concurrent use.
+// Controller makes every request of a collector (or an http.Client) polite:
+// it keeps one scope per scope key (a host by default), each finding its
+// server's limit, and the machinery they share: configuration, memory of
+// robots.txt and ceilings, event streams. Make one with New, Attach or
+// NewTransport; the zero value is not usable. A Controller is safe for
+// concurrent use.
 type Controller struct {
-	st      *settings
-	err     error // configuration error that made Attach fall back to defaults
+	st      *settings // immutable once built
+	err     error     // configuration problems Attach or NewTransport met
+	origin  time.Time // scopes keep time as durations since it (monotonic)
 	streams *streams
 	mem     *memory // what outlives a scope: robots.txt, ceilings
 	// peekBody: detectors that may read the body are configured (block-page
@@ -26,17 +29,13 @@ type Controller struct {
 	peekBody bool
 
 	mu        sync.RWMutex
-	scopes    map[string]*scope
-	lastSweep time.Time
+	scopes    map[string]*scope // guarded by mu
+	lastSweep time.Duration     // guarded by mu
 }
 
 // New makes a controller from options, validating them.
 func New(opts ...Option) (*Controller, error) {
-	var cfg Config
-	for _, o := range opts {
-		o(&cfg)
-	}
-	st, err := cfg.resolve()
+	st, err := configFrom(opts, nil).resolve()
 	if err != nil {
 		return nil, err
 	}
@@ -47,6 +46,7 @@ func newController(st *settings) *Controller {
 	return &Controller{
 		peekBody: st.Classifier.Detectors != nil,
 		st:       st,
+		origin:   time.Now(),
 		streams:  newStreams(st.EventBuffer),
 		mem:      newMemory(st.MaxRemembered),
 		scopes:   make(map[string]*scope),
@@ -56,16 +56,9 @@ func newController(st *settings) *Controller {
 // mustNew is New for the one-line constructors, which have no error to
 // return. They fail safe: every valid setting is kept, each invalid one gets
 // the most conservative value of its field; the problems are logged and
-// reported by Err.
-func mustNew(opts []Option, robotsDefault bool) *Controller {
-	var cfg Config
-	for _, o := range opts {
-		o(&cfg)
-	}
-	if cfg.Robots == nil {
-		cfg.Robots = &robotsDefault
-	}
-	st, err := cfg.resolve()
+// reported by Err. robots is the default of Config.Robots.
+func mustNew(opts []Option, robots bool) *Controller {
+	st, err := configFrom(opts, &robots).resolve()
 	c := newController(st)
 	if err != nil {
 		c.err = err
@@ -82,6 +75,15 @@ func mustNew(opts []Option, robotsDefault bool) *Controller {
 // invalid setting took the most conservative value of its field), or nil.
 func (c *Controller) Err() error { return c.err }
 
+// now is the controller's clock: the time since its origin.
+func (c *Controller) now() time.Duration { return time.Since(c.origin) }
+
+// at converts a time on the controller's clock to a time.Time.
+func (c *Controller) at(d time.Duration) time.Time { return c.origin.Add(d) }
+
+// since converts a time.Time to the controller's clock.
+func (c *Controller) since(t time.Time) time.Duration { return t.Sub(c.origin) }
+
 // call is one request's scope, resolved once per request.
 type call struct {
 	key        string
@@ -95,9 +97,8 @@ func (c *Controller) resolve(req *http.Request) call {
 	return call{key: c.st.Scope(req), rule: c.st.ruleFor(h)}
 }
 
-// scope returns the controller of key, creating it lazily with what memory
-// holds of it.
-func (c *Controller) scope(key string, r *rule, now time.Time) *scope {
+// scope returns the scope of key, creating it with what memory holds of it.
+func (c *Controller) scope(key string, r *rule, now time.Duration) *scope {
 	c.mu.RLock()
 	s := c.scopes[key]
 	c.mu.RUnlock()
@@ -110,38 +111,35 @@ func (c *Controller) scope(key string, r *rule, now time.Time) *scope {
 		return s
 	}
 	c.sweepLocked(now)
-	s = newScope(key, r, now, c.st.Seed)
-	delay, qr, qu := c.mem.scope(key)
-	s.robCeil = crawlDelayRate(delay)
-	if now.Before(qu) {
-		s.quoCeil, s.quoUntil = qr, qu
+	s = newScope(key, r, now, c.st.JitterSeed)
+	if rate, until := c.mem.quota(key); rate > 0 && now < until {
+		s.core.pace.setQuota(rate, until)
+		s.core.pace.sync(now, &s.core)
 	}
-	s.syncRate(now)
 	c.scopes[key] = s
 	return s
 }
 
-// sweepLocked evicts idle scopes: nothing in flight, nobody waiting, no
-// pause or park still in force, untouched for IdleTTL. It runs at most once
-// per IdleTTL/4, when a scope is created, so memory stays bounded by the
-// scopes used within about 1.25·IdleTTL. A quota ceiling still in force is
-// remembered.
-func (c *Controller) sweepLocked(now time.Time) {
-	if now.Sub(c.lastSweep) < c.st.IdleTTL/4 {
+// sweepLocked evicts idle scopes (see scope.idle). It runs at most once per
+// IdleTTL/4, when a scope is created, so memory stays bounded by the scopes
+// used within about 1.25·IdleTTL. A quota ceiling still in force is
+// remembered; Crawl-delays are in memory already.
+func (c *Controller) sweepLocked(now time.Duration) {
+	if now-c.lastSweep < c.st.IdleTTL/4 {
 		return
 	}
 	c.lastSweep = now
 	for k, s := range c.scopes {
 		s.mu.Lock()
-		idle := s.inflight == 0 && len(s.queue) == 0 && now.Sub(s.lastUsed) >= c.st.IdleTTL &&
-			!now.Before(s.pausedUntil) && !s.parked
+		idle := s.idle(now, c.st.IdleTTL)
+		p := &s.core.pace
 		var qr float64
-		var qu time.Time
+		var qu time.Duration
 		if idle {
 			s.dead = true
 			delete(c.scopes, k)
-			if s.quoCeil > 0 && now.Before(s.quoUntil) {
-				qr, qu = s.quoCeil, s.quoUntil
+			if p.quota > 0 && now < p.quotaUntil {
+				qr, qu = p.quota, p.quotaUntil
 			}
 		}
 		s.mu.Unlock()
@@ -163,28 +161,28 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 		if err := ctx.Err(); err != nil {
 			return Permit{}, err
 		}
-		now := time.Now()
+		now := c.now()
 		s := c.scope(cl.key, cl.rule, now)
-		p, err := s.acquire(ctx, now, c.st.MaxPause, cl.crawlDelay)
+		g, err := s.acquire(ctx, c, cl.key, now, cl.crawlDelay)
 		if err != nil {
 			return Permit{}, err
 		}
 		switch {
 		case s.dead:
 			// evicted between lookup and acquire: give the slot back, retry
-		case c.st.Store != nil && c.sharedPause(ctx, s):
+		case c.st.Store != nil && c.sharedPause(ctx, cl.key, s):
 			// another collector paused this scope: wait for it here
 		default:
-			return Permit{c: c, p: p}, nil
+			return Permit{c: c, g: g}, nil
 		}
-		s.untake(p)
+		s.untake(g.t)
 	}
 }
 
 // Permit is one granted send. Record it exactly once, or Drop it.
 type Permit struct {
 	c *Controller
-	p permit
+	g grant
 }
 
 // Record returns the slot and feeds the outcome to the control law.
@@ -192,12 +190,12 @@ func (p Permit) Record(resp *http.Response, err error) {
 	if p.c == nil {
 		return
 	}
-	now := time.Now()
-	o := p.c.outcomeOf(resp, err, now, nil)
+	now := p.c.now()
+	o := p.c.outcomeOf(resp, err, nil)
 	if resp != nil {
-		o.rtt = now.Sub(p.p.sent)
+		o.rtt = now - p.g.t.law.Sent
 	}
-	p.c.release(p.p, o, resp, err, now)
+	p.c.finish(p.g, &o, resp, err, now)
 }
 
 // Drop returns the slot without feeding the control law.
@@ -205,49 +203,57 @@ func (p Permit) Drop() {
 	if p.c == nil {
 		return
 	}
-	p.c.release(p.p, outcome{class: classify.Canceled}, nil, nil, time.Now())
+	p.c.finish(p.g, &outcome{class: classify.Canceled}, nil, nil, p.c.now())
 }
 
-func (c *Controller) outcomeOf(resp *http.Response, err error, now time.Time, body []byte) outcome {
+// outcomeOf classifies one attempt: resp (nil for a transport error err),
+// and the first bytes of its body when detectors read them.
+func (c *Controller) outcomeOf(resp *http.Response, err error, body []byte) outcome {
 	var o outcome
-	if resp != nil {
-		o.status = resp.StatusCode
-		o.class = c.st.Classifier.Classify(classify.Outcome{Status: resp.StatusCode, Header: resp.Header, Body: body, Err: err})
-		if o.class == classify.Throttled || o.class == classify.Overloaded {
-			// a value too large to represent comes back as the largest
-			// Duration: longer than any pause we wait for, so it parks
-			o.retryAfter, o.hasRA = classify.RetryAfter(resp.Header, now)
-		}
-		o.quota, o.hasQuota = classify.ParseQuota(resp.Header, now)
-	} else {
+	if resp == nil {
 		o.class = c.st.Classifier.Classify(classify.Outcome{Err: err})
+		return o
 	}
+	now := time.Now()
+	o.status = resp.StatusCode
+	o.class = c.st.Classifier.Classify(classify.Outcome{Status: resp.StatusCode, Header: resp.Header, Body: body, Err: err})
+	if o.class == classify.Throttled || o.class == classify.Overloaded {
+		// a value too large to represent comes back as classify.Forever:
+		// longer than any pause we wait for, so it parks
+		o.retryAfter, o.hasRA = classify.RetryAfter(resp.Header, now)
+	}
+	o.quota, o.hasQuota = classify.ParseQuota(resp.Header, now)
 	return o
 }
 
-func (c *Controller) release(p permit, o outcome, resp *http.Response, err error, now time.Time) reaction {
-	r := p.sc.release(p, o, c.st, now)
-	if c.st.Store != nil && !r.share.IsZero() {
-		c.sharePause(p.sc, r.share, r.shareReason)
+// finish records the outcome of grant g at now, then tells the Store,
+// the event streams and the log what it decided.
+func (c *Controller) finish(g grant, o *outcome, resp *http.Response, err error, now time.Duration) {
+	r := g.sc.record(now, g.t, o, c.st)
+	if c.st.Store != nil && r.share != 0 {
+		c.sharePause(g.key, g.sc, c.at(r.share), r.shareReason)
 	}
-	if o.class.Signal() || o.class == classify.Blocked {
-		e := Event{
-			Time: now, Scope: p.sc.key, Class: o.class, Status: o.status,
-			Limit: r.limit, Rate: r.rate, PausedTill: r.until,
-		}
-		if o.hasRA {
-			e.RetryAfter = o.retryAfter
-		}
-		if resp != nil && resp.Request != nil && resp.Request.URL != nil {
-			e.URL = resp.Request.URL.String()
-		}
-		if resp == nil {
-			e.Err = err
-		}
-		c.streams.emit(e)
-		c.log(e, r)
+	if !o.class.Signal() && o.class != classify.Blocked {
+		return
 	}
-	return r
+	e := Event{
+		Time: c.at(now), Scope: g.key, Class: o.class, Status: o.status,
+		Limit: r.limit, Rate: r.rate,
+	}
+	if r.until != 0 {
+		e.PausedUntil = c.at(r.until)
+	}
+	if o.hasRA {
+		e.RetryAfter = o.retryAfter
+	}
+	if resp != nil && resp.Request != nil && resp.Request.URL != nil {
+		e.URL = resp.Request.URL.String()
+	}
+	if resp == nil {
+		e.Err = err
+	}
+	c.streams.emit(e)
+	c.log(e, r)
 }
 
 func (c *Controller) log(e Event, r reaction) {
@@ -300,13 +306,8 @@ func (c *Controller) Unpark(scopeKey string) bool {
 		return false
 	}
 	s.mu.Lock()
-	s.parked, s.parkedUntil, s.blockRow = false, time.Time{}, 0
-	s.pausedUntil, s.pauseReason = time.Time{}, ReasonNone
-	s.law.resumed(time.Now())
-	s.bucket.ResumeAt(time.Now())
-	if len(s.queue) > 0 {
-		s.queue[0].nudge()
-	}
+	s.core.unpark(c.now())
+	s.line.nudgeHead()
 	s.mu.Unlock()
 	return true
 }
@@ -320,7 +321,7 @@ type Snapshot struct {
 	Rate        float64 // pacing rate in force, req/s
 	Estimate    float64 // capacity estimate, req/s (0: not yet measured)
 	PausedUntil time.Time
-	PauseReason Reason
+	PauseReason Reason // ReasonNone once the pause has ended
 	Breaker     BreakerState
 	Parked      bool
 	RTT         time.Duration // smoothed round trip to the response headers
@@ -337,20 +338,24 @@ func (c *Controller) Snapshot(scopeKey string) (Snapshot, bool) {
 	if s == nil {
 		return Snapshot{}, false
 	}
-	return s.snapshot(), true
+	return s.snapshot(c, scopeKey), true
 }
 
 // Snapshots returns the state of every live scope, sorted by key.
 func (c *Controller) Snapshots() []Snapshot {
+	type keyed struct {
+		key string
+		s   *scope
+	}
 	c.mu.RLock()
-	list := make([]*scope, 0, len(c.scopes))
-	for _, s := range c.scopes {
-		list = append(list, s)
+	list := make([]keyed, 0, len(c.scopes))
+	for k, s := range c.scopes {
+		list = append(list, keyed{k, s})
 	}
 	c.mu.RUnlock()
 	out := make([]Snapshot, 0, len(list))
-	for _, s := range list {
-		out = append(out, s.snapshot())
+	for _, ks := range list {
+		out = append(out, ks.s.snapshot(c, ks.key))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Scope < out[j].Scope })
 	return out
@@ -363,24 +368,25 @@ func (c *Controller) Len() int {
 	return len(c.scopes)
 }
 
-func (s *scope) snapshot() Snapshot {
+func (s *scope) snapshot(c *Controller, key string) Snapshot {
+	now := c.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	reason := s.pauseReason
-	if !time.Now().Before(s.pausedUntil) {
-		reason = ReasonNone
-	}
+	k := &s.core
 	snap := Snapshot{
-		Scope: s.key, Limit: s.law.limit, InFlight: s.inflight, Waiting: len(s.queue),
-		Rate: s.curRate, Estimate: s.law.est, PausedUntil: s.pausedUntil, PauseReason: reason,
-		Breaker: s.breaker, Parked: s.parked, RTT: s.law.srtt, Counts: make(map[classify.Class]uint64),
+		Scope: key, Limit: k.law.Limit(), InFlight: int(k.inflight), Waiting: len(s.line),
+		Rate: k.pace.rate(), Estimate: k.law.Estimate(), PauseReason: k.gate.reasonAt(now),
+		Breaker: k.gate.breaker, Parked: k.gate.parked, RTT: k.law.RTT(), Counts: make(map[classify.Class]uint64),
 	}
-	for i, n := range s.counts {
+	if k.gate.pausedUntil != 0 {
+		snap.PausedUntil = c.at(k.gate.pausedUntil)
+	}
+	for i, n := range k.counts {
 		if n > 0 {
-			snap.Counts[classify.Class(i)] = n
+			snap.Counts[classify.Class(i)] = uint64(n)
 		}
 	}
-	if t, ok := s.counts[classify.Throttled], s.counts[classify.Success]; t+ok > 0 {
+	if t, ok := k.counts[classify.Throttled], k.counts[classify.Success]; t+ok > 0 {
 		snap.ThrottledRatio = float64(t) / float64(t+ok)
 	}
 	return snap
@@ -389,34 +395,34 @@ func (s *scope) snapshot() Snapshot {
 // sharedPause reads the scope's shared pause just before a send, outside
 // any lock, and adopts it (with a jitter of this collector's own) if it ends
 // later than the local one. It reports whether the send must wait.
-func (c *Controller) sharedPause(ctx context.Context, s *scope) bool {
+func (c *Controller) sharedPause(ctx context.Context, key string, s *scope) bool {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
-	until, reason, err := c.st.Store.Pause(ctx, s.key)
+	until, reason, err := c.st.Store.Pause(ctx, key)
 	if err != nil {
-		c.storeError("read", s.key, err)
+		c.storeError("read", key, err)
 		return false
 	}
-	now := time.Now()
-	if !until.After(now) {
-		return false
+	now := c.now()
+	if u := c.since(until); u > now {
+		return s.adopt(now, u, reason, c.st)
 	}
-	return s.adoptPause(now, until, reason, c.st)
+	return false
 }
 
 // sharePause writes a pause decided here (its deadline without jitter) to
 // the shared Store, and adopts the store's answer if another collector's
 // pause ends later.
-func (c *Controller) sharePause(s *scope, until time.Time, reason Reason) {
+func (c *Controller) sharePause(key string, s *scope, until time.Time, reason Reason) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	got, gotReason, err := c.st.Store.ExtendPause(ctx, s.key, until, reason)
+	got, gotReason, err := c.st.Store.ExtendPause(ctx, key, until, reason)
 	if err != nil {
-		c.storeError("write", s.key, err)
+		c.storeError("write", key, err)
 		return
 	}
 	if got.After(until) {
-		s.adoptPause(time.Now(), got, gotReason, c.st)
+		s.adopt(c.now(), c.since(got), gotReason, c.st)
 	}
 }
 

@@ -84,7 +84,7 @@ func newCollector(t *testing.T, srv *testserver.Server, opts ...adaptive.Option)
 	if v, err := strconv.ParseUint(os.Getenv("POLITE_SEED"), 10, 64); err == nil {
 		seed = v
 	}
-	ctrl := adaptive.Attach(c, append([]adaptive.Option{adaptive.WithSeed(seed)}, opts...)...)
+	ctrl := adaptive.Attach(c, append([]adaptive.Option{adaptive.WithJitterSeed(seed)}, opts...)...)
 	if err := ctrl.Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -27,17 +27,17 @@ var (
 // ScopeError tells which scope refused a request, why, and until when.
 // It wraps ErrPaused, ErrBlocked or ErrBreakerOpen.
 type ScopeError struct {
-	Scope  string
-	Reason Reason
-	Until  time.Time // zero when parked until Unpark
-	Err    error
+	Scope       string
+	Reason      Reason
+	PausedUntil time.Time // when the scope sends again; zero when parked until Unpark
+	Err         error
 }
 
 func (e *ScopeError) Error() string {
-	if e.Until.IsZero() {
+	if e.PausedUntil.IsZero() {
 		return fmt.Sprintf("%v: scope %q (%s)", e.Err, e.Scope, e.Reason)
 	}
-	return fmt.Sprintf("%v: scope %q (%s) until %s", e.Err, e.Scope, e.Reason, e.Until.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("%v: scope %q (%s) until %s", e.Err, e.Scope, e.Reason, e.PausedUntil.UTC().Format(time.RFC3339))
 }
 
 func (e *ScopeError) Unwrap() error { return e.Err }

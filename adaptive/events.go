@@ -55,7 +55,9 @@ type Event struct {
 	Err        error         // transport failures only
 	Limit      float64       // concurrency limit after the reaction
 	Rate       float64       // pacing rate after the reaction, req/s
-	PausedTill time.Time
+	// PausedUntil is when the scope's pause (or park) in force ends; zero
+	// when there is none, or a park lasts until Unpark.
+	PausedUntil time.Time
 }
 
 // streams holds one buffered channel per signal class. Sends never block:

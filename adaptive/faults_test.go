@@ -123,7 +123,7 @@ func faults(t *testing.T, seed uint64, markers bool, network testserver.Network,
 	cfg := adaptive.Config{
 		AttemptTimeout: 2 * time.Second,
 		MaxPause:       20 * time.Second,
-		Seed:           seed,
+		JitterSeed:     seed,
 		Default:        adaptive.Rule{Block: adaptive.BlockPolicy{Threshold: 3, ParkFor: 10 * time.Second}},
 	}
 	if markers {

@@ -2,6 +2,7 @@ package adaptive
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -17,6 +18,9 @@ import (
 type memory struct {
 	mu  sync.Mutex
 	lru *simplelru.LRU[memKey, any] // guarded by mu
+	// gen counts the changes of scopes' Crawl-delays, so that a scope
+	// reads memory again only when something changed
+	gen atomic.Uint32
 }
 
 type memKind uint8
@@ -35,7 +39,7 @@ type memKey struct {
 // guarded by memory.mu; done is closed when the fetch ends.
 type originFacts struct {
 	done      chan struct{}
-	expires   time.Time
+	expires   time.Duration // on the controller's clock
 	delay     time.Duration
 	abandoned bool // the fetch ended with its caller's context: ask again
 }
@@ -44,7 +48,7 @@ type originFacts struct {
 type scopeFacts struct {
 	delays     []originDelay // origins of the scope with a Crawl-delay
 	quotaRate  float64
-	quotaUntil time.Time
+	quotaUntil time.Duration // on the controller's clock
 }
 
 type originDelay struct {
@@ -68,7 +72,7 @@ func newMemory(size int) *memory {
 // robots returns origin's robots.txt entry. When it is missing, stale or
 // abandoned, a new entry in progress is stored and mine is true: the caller
 // fetches and must call robotsDone.
-func (m *memory) robots(origin string, now time.Time) (e *originFacts, mine bool) {
+func (m *memory) robots(origin string, now time.Duration) (e *originFacts, mine bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := memKey{memOrigin, origin}
@@ -76,7 +80,7 @@ func (m *memory) robots(origin string, now time.Time) (e *originFacts, mine bool
 		e = v.(*originFacts)
 		select {
 		case <-e.done:
-			if !e.abandoned && now.Before(e.expires) {
+			if !e.abandoned && now < e.expires {
 				return e, false
 			}
 		default:
@@ -91,7 +95,7 @@ func (m *memory) robots(origin string, now time.Time) (e *originFacts, mine bool
 // robotsDone ends the fetch of e: with the Crawl-delay read, trusted until
 // expires, or abandoned (the next caller asks again). It returns the
 // strictest Crawl-delay remembered for the scope of the origin.
-func (m *memory) robotsDone(e *originFacts, origin, scope string, delay time.Duration, expires time.Time, abandoned bool) time.Duration {
+func (m *memory) robotsDone(e *originFacts, origin, scope string, delay, expires time.Duration, abandoned bool) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e.delay, e.expires, e.abandoned = delay, expires, abandoned
@@ -107,8 +111,24 @@ func (m *memory) robotsDone(e *originFacts, origin, scope string, delay time.Dur
 	}
 	if !abandoned {
 		f.setDelay(origin, delay)
+		m.gen.Add(1)
 	}
 	return f.crawlDelay()
+}
+
+// generation is the number of Crawl-delay changes so far.
+func (m *memory) generation() uint32 { return m.gen.Load() }
+
+// crawlDelay is the strictest Crawl-delay remembered for scope; ok is false
+// when nothing is remembered of it.
+func (m *memory) crawlDelay(scope string) (time.Duration, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.scopeLocked(scope, false)
+	if f == nil {
+		return 0, false
+	}
+	return f.crawlDelay(), true
 }
 
 // scopeLocked returns the facts of scope, creating them if create.
@@ -125,21 +145,21 @@ func (m *memory) scopeLocked(scope string, create bool) *scopeFacts {
 	return f
 }
 
-// scope returns a copy of what is remembered of scope (the zero value when
-// nothing is).
-func (m *memory) scope(scope string) (crawlDelay time.Duration, quotaRate float64, quotaUntil time.Time) {
+// quota is the quota ceiling remembered for scope, in force until until
+// (on the controller's clock); rate 0 when none is.
+func (m *memory) quota(scope string) (rate float64, until time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f := m.scopeLocked(scope, false)
 	if f == nil {
-		return 0, 0, time.Time{}
+		return 0, 0
 	}
-	return f.crawlDelay(), f.quotaRate, f.quotaUntil
+	return f.quotaRate, f.quotaUntil
 }
 
 // keepQuota remembers a quota ceiling in force until until, as a scope is
 // evicted.
-func (m *memory) keepQuota(scope string, rate float64, until time.Time) {
+func (m *memory) keepQuota(scope string, rate float64, until time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f := m.scopeLocked(scope, true)

@@ -57,7 +57,7 @@ func TestPeekFailureReleasesSlot(t *testing.T) {
 					Default:          adaptive.Rule{StartConcurrency: 3, MaxConcurrency: 3, InitialRate: 100},
 					BlockBodyMarkers: []string{"access denied"},
 					AttemptTimeout:   2 * time.Second,
-					Seed:             1,
+					JitterSeed:       1,
 				}))
 				require.NoError(t, err)
 				client := &http.Client{Transport: ctrl.Transport(srv.Transport())}
@@ -94,7 +94,7 @@ func TestCeilingsSurviveEviction(t *testing.T) {
 				"a.test": {Limit: fixedWindow(20), Robots: testserver.Robots{CrawlDelay: 2 * time.Second}},
 				"b.test": {},
 			}})
-			c, ctrl := newCollector(t, srv, adaptive.WithConfig(adaptive.Config{IdleTTL: time.Minute, Seed: 1}))
+			c, ctrl := newCollector(t, srv, adaptive.WithConfig(adaptive.Config{IdleTTL: time.Minute, JitterSeed: 1}))
 			crawl(t, c, 4, 10*time.Second, srv.HostURL("a.test"))
 			before := len(srv.Stats("a.test").Accepted)
 			time.Sleep(2 * time.Minute)
@@ -132,7 +132,7 @@ func TestCeilingsSurviveEviction(t *testing.T) {
 				h.Set("X-RateLimit-Reset", "600")
 				return &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(strings.NewReader("ok")), Request: r}, nil
 			})
-			ctrl, err := adaptive.New(adaptive.WithConfig(adaptive.Config{IdleTTL: time.Minute, Seed: 1}))
+			ctrl, err := adaptive.New(adaptive.WithConfig(adaptive.Config{IdleTTL: time.Minute, JitterSeed: 1}))
 			require.NoError(t, err)
 			client := &http.Client{Transport: ctrl.Transport(origin)}
 			_, err = get(context.Background(), client, "http://a.test/1")
@@ -168,7 +168,7 @@ func TestRobotsFetchEndsWithCaller(t *testing.T) {
 		}})
 		// an attempt timeout, as Attach sets from the collector's
 		tr := adaptive.NewTransport(srv.Transport(), adaptive.WithRobots(true), adaptive.WithScope(adaptive.ScopeDomain),
-			adaptive.WithSeed(1), adaptive.WithDefault(adaptive.Rule{MaxRetries: -1}), adaptive.WithAttemptTimeout(10*time.Second))
+			adaptive.WithJitterSeed(1), adaptive.WithDefault(adaptive.Rule{MaxRetries: -1}), adaptive.WithAttemptTimeout(10*time.Second))
 		client := &http.Client{Transport: tr}
 		a, b := srv.HostURL("a.x.test"), srv.HostURL("b.x.test")
 		st, err := get(context.Background(), client, a+"/page/1")
@@ -210,7 +210,7 @@ func TestCeilingGapBoundedByMaxPause(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var sends atomic.Int64
-				client := &http.Client{Transport: adaptive.NewTransport(quotaOrigin(&sends, "1", reset), adaptive.WithSeed(1))}
+				client := &http.Client{Transport: adaptive.NewTransport(quotaOrigin(&sends, "1", reset), adaptive.WithJitterSeed(1))}
 				_, err := get(context.Background(), client, "http://a.test/1")
 				require.NoError(t, err)
 				start := time.Now()
@@ -228,7 +228,7 @@ func TestCeilingGapBoundedByMaxPause(t *testing.T) {
 	t.Run("deep queue", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var sends atomic.Int64
-			client := &http.Client{Transport: adaptive.NewTransport(scripted(&sends, 200), adaptive.WithSeed(1),
+			client := &http.Client{Transport: adaptive.NewTransport(scripted(&sends, 200), adaptive.WithJitterSeed(1),
 				adaptive.WithRate(1), adaptive.WithMaxPause(5*time.Second))}
 			var wg sync.WaitGroup
 			var failed atomic.Int64
@@ -256,7 +256,7 @@ func TestTailOfBurstKeepsBreakerClosed(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 			return &http.Response{StatusCode: 429, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
 		})
-		tr := adaptive.NewTransport(origin, adaptive.WithSeed(1),
+		tr := adaptive.NewTransport(origin, adaptive.WithJitterSeed(1),
 			adaptive.WithDefault(adaptive.Rule{MaxRetries: -1, InitialRate: 1000, StartConcurrency: 10}))
 		client := &http.Client{Transport: tr}
 		var wg sync.WaitGroup
@@ -287,7 +287,7 @@ func TestOverloadHoldBounded(t *testing.T) {
 				time.Sleep(time.Second)
 				return &http.Response{StatusCode: st, Header: h, Body: io.NopCloser(strings.NewReader("ok")), Request: r}, nil
 			})
-			tr := adaptive.NewTransport(origin, adaptive.WithSeed(1), adaptive.WithDefault(adaptive.Rule{MaxRetries: -1}))
+			tr := adaptive.NewTransport(origin, adaptive.WithJitterSeed(1), adaptive.WithDefault(adaptive.Rule{MaxRetries: -1}))
 			client := &http.Client{Transport: tr}
 			start := time.Now()
 			var wg sync.WaitGroup
@@ -317,7 +317,7 @@ func TestOverloadHoldBounded(t *testing.T) {
 				time.Sleep(200 * time.Millisecond)
 				return &http.Response{StatusCode: st, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok")), Request: r}, nil
 			})
-			tr := adaptive.NewTransport(origin, adaptive.WithSeed(1), adaptive.WithDefault(adaptive.Rule{MaxRetries: -1}))
+			tr := adaptive.NewTransport(origin, adaptive.WithJitterSeed(1), adaptive.WithDefault(adaptive.Rule{MaxRetries: -1}))
 			client := &http.Client{Transport: tr}
 			start := time.Now()
 			var wg sync.WaitGroup
@@ -452,7 +452,7 @@ func TestRetryAfterForms(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var mu sync.Mutex
 				var times []time.Time
-				tr := adaptive.NewTransport(retryAfterOrigin(&times, &mu, tc.header(time.Now())), adaptive.WithSeed(1))
+				tr := adaptive.NewTransport(retryAfterOrigin(&times, &mu, tc.header(time.Now())), adaptive.WithJitterSeed(1))
 				_, err := get(context.Background(), &http.Client{Transport: tr}, "http://a.test/")
 				mu.Lock()
 				defer mu.Unlock()
@@ -475,7 +475,7 @@ func TestStoreSharesEveryPause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &adaptive.MemoryStore{}
 		var sends atomic.Int64
-		a := adaptive.NewTransport(quotaOrigin(&sends, "0", "30"), adaptive.WithStore(store), adaptive.WithSeed(1))
+		a := adaptive.NewTransport(quotaOrigin(&sends, "0", "30"), adaptive.WithStore(store), adaptive.WithJitterSeed(1))
 		_, err := get(context.Background(), &http.Client{Transport: a}, "http://q.test/")
 		require.NoError(t, err)
 		until, reason, err := store.Pause(context.Background(), "q.test")
@@ -483,7 +483,7 @@ func TestStoreSharesEveryPause(t *testing.T) {
 		assert.Equal(t, adaptive.ReasonQuota, reason, "a quota pause is shared")
 		assert.Equal(t, time.Now().Add(30*time.Second), until, "the shared deadline carries no jitter")
 
-		b := adaptive.NewTransport(page(200, "ok"), adaptive.WithStore(store), adaptive.WithSeed(2))
+		b := adaptive.NewTransport(page(200, "ok"), adaptive.WithStore(store), adaptive.WithJitterSeed(2))
 		start := time.Now()
 		_, err = get(context.Background(), &http.Client{Transport: b}, "http://q.test/")
 		require.NoError(t, err)
@@ -492,7 +492,7 @@ func TestStoreSharesEveryPause(t *testing.T) {
 		assert.Less(t, waited, 32*time.Second)
 
 		// a park after blocks
-		c := adaptive.NewTransport(page(403, "no"), adaptive.WithStore(store), adaptive.WithSeed(3),
+		c := adaptive.NewTransport(page(403, "no"), adaptive.WithStore(store), adaptive.WithJitterSeed(3),
 			adaptive.WithDefault(adaptive.Rule{Block: adaptive.BlockPolicy{Threshold: 1, ParkFor: time.Hour}}))
 		_, err = get(context.Background(), &http.Client{Transport: c}, "http://p.test/")
 		require.NoError(t, err)
@@ -514,7 +514,7 @@ func TestSnapshotAfterPauseAndRTT(t *testing.T) {
 			Latency:   testserver.Latency{Base: 10 * time.Millisecond},
 			Adversary: testserver.Adversary{Kind: testserver.DripBody, Bytes: 10, Interval: 100 * time.Millisecond},
 		}))
-		tr := adaptive.NewTransport(srv.Transport(), adaptive.WithSeed(1), adaptive.WithDefault(adaptive.Rule{MaxRetries: -1}))
+		tr := adaptive.NewTransport(srv.Transport(), adaptive.WithJitterSeed(1), adaptive.WithDefault(adaptive.Rule{MaxRetries: -1}))
 		client := &http.Client{Transport: tr}
 		st, err := get(context.Background(), client, srv.HostURL("a.test")+"/page/1")
 		require.NoError(t, err)

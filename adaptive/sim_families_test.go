@@ -71,7 +71,7 @@ func simFamilies(rtt time.Duration) []simScenario {
 var simRTTs = []time.Duration{0, 50 * time.Millisecond, 200 * time.Millisecond}
 
 func simSettings(t testing.TB) *settings {
-	st, err := Config{Seed: 1}.resolve()
+	st, err := Config{JitterSeed: 1}.resolve()
 	require.NoError(t, err)
 	return st
 }
@@ -174,4 +174,45 @@ func simFleetScope(i uint64) simScenario {
 		sc.Steps = []simStep{{0, func() simLimiter { return &simSliding{n: int64(rate), w: sec, latency: lat} }}}
 	}
 	return sc
+}
+
+func TestSimTrace(t *testing.T) {
+	if os.Getenv("SIM_TRACE") == "" {
+		t.Skip()
+	}
+	var fam, rtt int
+	fmt.Sscan(os.Getenv("SIM_TRACE"), &fam, &rtt)
+	f, _ := os.Create(os.Getenv("SIM_TRACE_OUT"))
+	defer f.Close()
+	simTrace = func(at int64, what string) { fmt.Fprintf(f, "%d %s\n", at, what) }
+	defer func() { simTrace = nil }()
+	simRun(simFamilies(simRTTs[rtt])[fam], simSettings(t))
+}
+
+// TestSimSpread runs every family over several jitter seeds and prints the
+// range of each figure (SIM_SEEDS=10 go test ./adaptive -run TestSimSpread
+// -v): the noise a law change must beat to count.
+func TestSimSpread(t *testing.T) {
+	n := 0
+	fmt.Sscan(os.Getenv("SIM_SEEDS"), &n)
+	if n == 0 {
+		t.Skip("SIM_SEEDS=10 to run")
+	}
+	st := simSettings(t)
+	var b strings.Builder
+	fmt.Fprintf(&b, "| family | RTT | goodput over %d seeds (%% of capacity) | rejected |\n|---|---|---|---|\n", n)
+	for _, rtt := range simRTTs {
+		for i := range simFamilies(rtt) {
+			lo, hi, rlo, rhi := 1e9, -1.0, 1e9, -1.0
+			for seed := 1; seed <= n; seed++ {
+				sc := simFamilies(rtt)[i]
+				sc.Seed = uint64(seed)
+				r := simRun(sc, st)
+				lo, hi = min(lo, r.share()), max(hi, r.share())
+				rlo, rhi = min(rlo, r.rejectedShare()), max(rhi, r.rejectedShare())
+			}
+			fmt.Fprintf(&b, "| %s | %v | %.1f-%.1f %% | %.2f-%.2f %% |\n", simFamilies(rtt)[i].Name, rtt, 100*lo, 100*hi, 100*rlo, 100*rhi)
+		}
+	}
+	t.Log("\n" + b.String())
 }

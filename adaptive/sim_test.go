@@ -17,6 +17,9 @@ import (
 // limiter families in milliseconds. sim_families_test.go holds the families
 // and the tests; the socket-level bench confirms what it finds.
 
+// simTrace, when set, sees every send and answer (for debugging).
+var simTrace func(t int64, what string)
+
 // simLimiter is a server's admission policy: a request arriving at a (ns
 // since the start) is admitted, with the time its answer leaves the origin,
 // or rejected with a status and a Retry-After (whole seconds, 0: none).
@@ -88,7 +91,7 @@ type simEvent struct {
 	kind   uint8
 	status int16
 	ra     int64
-	p      permit
+	p      ticket
 }
 
 // simQueue is a binary min-heap of events by time, typed so that a push
@@ -132,21 +135,19 @@ func (q *simQueue) pop() simEvent {
 	return e
 }
 
-// simBase is the wall-clock origin of simulated time.
-var simBase = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
 // simRun runs one scenario.
 func simRun(sc simScenario, st *settings) simResult {
 	r, err := sc.Rule.resolve("Default")
 	if err != nil {
 		panic(err)
 	}
-	s := newScope("sim.test", &r, simBase, sc.Seed)
-	return simDrive(sc, st, s)
+	var c core
+	c.init("sim.test", &r, 0, sc.Seed)
+	return simDrive(sc, st, &c)
 }
 
-// simDrive is the event loop over one scope.
-func simDrive(sc simScenario, st *settings, s *scope) simResult {
+// simDrive is the event loop over one scope's decision core.
+func simDrive(sc simScenario, st *settings, s *core) simResult {
 	var (
 		q        simQueue
 		res      simResult
@@ -159,33 +160,35 @@ func simDrive(sc simScenario, st *settings, s *scope) simResult {
 		wakeAt   = int64(-1) // the earliest evWake pending, -1: none
 		pauses   []simPause
 		lat      []time.Duration
-		breakerW = s.breaker
+		breakerW = s.gate.breaker
 	)
-	at := func(t int64) time.Time { return simBase.Add(time.Duration(t)) }
 	push := q.push
 	// pump hands out every send the scope allows at t.
 	pump := func(t int64) {
-		now := at(t)
+		now := time.Duration(t)
 		for waiting > 0 {
-			p, wake, v := simDecide(s, now, st.MaxPause)
-			switch v {
-			case simFail:
+			d := s.decide(now, st)
+			switch d.kind {
+			case fail:
 				waiting--
 				res.Failed++
 				push(simEvent{t: t + int64(100*time.Millisecond), kind: evRejoin})
 				continue
-			case simWait:
-				if !wake.IsZero() {
-					w := int64(wake.Sub(simBase))
-					if wakeAt < 0 || w < wakeAt {
-						wakeAt = w
-						push(simEvent{t: w, kind: evWake})
-					}
+			case waitUntil:
+				if w := int64(d.wake); wakeAt < 0 || w < wakeAt {
+					wakeAt = w
+					push(simEvent{t: w, kind: evWake})
 				}
 				return
+			case waitRelease:
+				return
 			}
+			p := s.take(now)
 			waiting--
 			res.AllSends++
+			if simTrace != nil {
+				simTrace(t, "send")
+			}
 			a := t + half // arrival at the server
 			for step < len(sc.Steps) && a >= int64(sc.Steps[step].At) {
 				lim = sc.Steps[step].New()
@@ -238,8 +241,11 @@ func simDrive(sc simScenario, st *settings, s *scope) simResult {
 		case evRejoin:
 			waiting++
 		case evAnswer:
-			now := at(e.t)
-			o := outcome{status: int(e.status), rtt: now.Sub(e.p.sent)}
+			if simTrace != nil {
+				simTrace(e.t, fmt.Sprintf("answer %d ra %d rate %b", e.status, e.ra, s.pace.rate()))
+			}
+			now := time.Duration(e.t)
+			o := outcome{status: int(e.status), rtt: now - e.p.law.Sent}
 			switch e.status {
 			case 200:
 				o.class = classify.Success
@@ -251,11 +257,11 @@ func simDrive(sc simScenario, st *settings, s *scope) simResult {
 			if e.ra > 0 {
 				o.retryAfter, o.hasRA = time.Duration(e.ra)*time.Second, true
 			}
-			s.release(e.p, o, st, now)
-			if s.breaker == BreakerOpen && breakerW != BreakerOpen {
+			s.record(now, e.p, &o, st)
+			if s.gate.breaker == BreakerOpen && breakerW != BreakerOpen {
 				res.BreakerOpens++
 			}
-			breakerW = s.breaker
+			breakerW = s.gate.breaker
 			waiting++
 		}
 		pump(e.t)
@@ -287,38 +293,6 @@ func prune(ps []simPause, t int64) []simPause {
 		}
 	}
 	return out
-}
-
-// Verdicts of simDecide.
-const (
-	simGo = iota
-	simWait
-	simFail
-)
-
-// simDecide is the decision the scope's acquire loop makes for the head of
-// its line at now: send (a permit), wait (until wake, or a release when wake
-// is zero), or fail fast.
-func simDecide(s *scope, now time.Time, maxPause time.Duration) (permit, time.Time, int) {
-	s.breakerTick(now)
-	if s.refuse(now, maxPause) != nil {
-		return permit{}, time.Time{}, simFail
-	}
-	switch {
-	case now.Before(s.pausedUntil):
-		return permit{}, s.pausedUntil, simWait
-	case s.inflight >= s.limitNow() || !s.halfOpenReady():
-		return permit{}, time.Time{}, simWait
-	}
-	if s.paceAllows(now) {
-		return s.take(now), time.Time{}, simGo
-	}
-	s.law.roundBinding = true
-	wake := s.nextToken(now)
-	if wake.Sub(now) > maxPause {
-		return permit{}, time.Time{}, simFail
-	}
-	return permit{}, wake, simWait
 }
 
 // Limiter families.

@@ -21,6 +21,9 @@ import (
 type Transport struct {
 	c    *Controller
 	next http.RoundTripper
+	// attemptTimeout bounds each attempt from the moment it is sent:
+	// Config.AttemptTimeout, or (under Attach) the collector's timeout
+	attemptTimeout time.Duration
 }
 
 // NewTransport gives the controller to any http.Client (API clients, not only
@@ -39,10 +42,14 @@ func NewTransport(next http.RoundTripper, opts ...Option) *Transport {
 // Transport returns a RoundTripper that sends through next under this
 // controller. nil next means http.DefaultTransport.
 func (c *Controller) Transport(next http.RoundTripper) *Transport {
+	return c.transport(next, c.st.AttemptTimeout)
+}
+
+func (c *Controller) transport(next http.RoundTripper, attemptTimeout time.Duration) *Transport {
 	if next == nil {
 		next = http.DefaultTransport
 	}
-	return &Transport{c: c, next: next}
+	return &Transport{c: c, next: next, attemptTimeout: attemptTimeout}
 }
 
 // Controller returns the controller behind t.
@@ -63,7 +70,49 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if retryable(req) {
 		retries = cl.rule.retries
 	}
-	return t.roundTrip(req, cl, retries, t.c.st.AttemptTimeout)
+	return t.roundTrip(req, cl, retries, t.attemptTimeout)
+}
+
+// robotsFor makes sure the robots.txt of req's origin has been read, and
+// returns its Crawl-delay (0 when it has none, or robots.txt is off). A
+// missing or stale entry is fetched, through the same politeness, by the
+// first caller; the others wait for it. The fetch ends with its caller's
+// context: then it is abandoned, not cached, and the next caller asks again.
+func (t *Transport) robotsFor(ctx context.Context, req *http.Request, key string) (time.Duration, error) {
+	st := t.c.st
+	if st.Robots == nil || !*st.Robots || req.URL == nil || req.URL.Path == "/robots.txt" {
+		return 0, nil
+	}
+	origin := reqScheme(req) + "://" + NormalizeHost(reqScheme(req), reqHost(req))
+	for {
+		e, mine := t.c.mem.robots(origin, t.c.now())
+		if !mine {
+			select {
+			case <-e.done:
+				if e.abandoned {
+					continue
+				}
+				return e.delay, nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}
+		timeout := t.attemptTimeout
+		if timeout == 0 {
+			timeout = robotsTimeout
+		}
+		send := func(r *http.Request) (*http.Response, error) {
+			return t.roundTrip(r, t.c.resolve(r), 0, timeout) // no retries: unavailable at once
+		}
+		policy := robotsPolicy{ttl: st.RobotsTTL, failDelay: st.RobotsFailDelay, retry: st.RobotsRetry, maxDelay: st.MaxCrawlDelay, logger: st.Logger}
+		delay, ttl := fetchRobots(ctx, send, origin, req.Header.Get("User-Agent"), policy)
+		abandoned := ctx.Err() != nil
+		t.c.mem.robotsDone(e, origin, key, delay, t.c.now()+ttl, abandoned)
+		if abandoned {
+			return 0, ctx.Err()
+		}
+		return delay, nil
+	}
 }
 
 var idempotent = map[string]bool{"": true, "GET": true, "HEAD": true, "OPTIONS": true, "TRACE": true, "PUT": true, "DELETE": true}
@@ -102,7 +151,7 @@ func (t *Transport) roundTrip(req *http.Request, cl call, retries int, timeout t
 		case classify.Throttled, classify.Overloaded:
 			if o.hasRA && o.retryAfter > t.c.st.MaxPause {
 				discard(resp)
-				return nil, &ScopeError{Scope: cl.key, Reason: ReasonRetryAfter, Until: time.Now().Add(min(o.retryAfter, longestPause)), Err: ErrPaused}
+				return nil, &ScopeError{Scope: cl.key, Reason: ReasonRetryAfter, PausedUntil: time.Now().Add(min(o.retryAfter, longestPause)), Err: ErrPaused}
 			}
 			if !last {
 				discard(resp)
@@ -145,11 +194,11 @@ func (t *Transport) attempt(p Permit, req *http.Request, timeout time.Duration) 
 	defer func() {
 		if !handed { // the transport below panicked
 			cancel()
-			t.c.release(p.p, outcome{class: classify.Canceled}, nil, nil, time.Now())
+			t.c.finish(p.g, &outcome{class: classify.Canceled}, nil, nil, t.c.now())
 		}
 	}()
 	resp, err = t.next.RoundTrip(req)
-	now := time.Now()
+	now := t.c.now()
 	var prefix []byte
 	if err == nil && t.c.peekBody && resp.StatusCode < 500 {
 		if prefix, err = peek(resp); err != nil {
@@ -160,16 +209,16 @@ func (t *Transport) attempt(p Permit, req *http.Request, timeout time.Duration) 
 	if err != nil {
 		handed = true
 		cancel()
-		o = t.c.outcomeOf(nil, err, now, nil)
+		o = t.c.outcomeOf(nil, err, nil)
 		if parent.Err() != nil {
 			o.class = classify.Canceled
 		}
-		t.c.release(p.p, o, nil, err, now)
+		t.c.finish(p.g, &o, nil, err, now)
 		return nil, o, err
 	}
-	o = t.c.outcomeOf(resp, nil, now, prefix)
-	o.rtt = now.Sub(p.p.sent)
-	resp.Body = &body{rc: resp.Body, t: t, p: p.p, o: o, resp: resp, cancel: cancel, parent: parent}
+	o = t.c.outcomeOf(resp, nil, prefix)
+	o.rtt = now - p.g.t.law.Sent
+	resp.Body = &body{rc: resp.Body, t: t, g: p.g, o: o, resp: resp, cancel: cancel, parent: parent}
 	handed = true
 	return resp, o, nil
 }
@@ -179,7 +228,7 @@ func (t *Transport) attempt(p Permit, req *http.Request, timeout time.Duration) 
 type body struct {
 	rc     io.ReadCloser
 	t      *Transport
-	p      permit
+	g      grant
 	o      outcome
 	resp   *http.Response
 	cancel context.CancelFunc
@@ -215,12 +264,10 @@ func (b *body) finish(readErr error) {
 				o.class = c
 			}
 		}
-		b.t.c.release(b.p, o, b.resp, readErr, time.Now())
+		b.t.c.finish(b.g, &o, b.resp, readErr, b.t.c.now())
 		b.cancel()
 	})
 }
-
-func (c *Controller) robotsOn() bool { return c.st.Robots != nil && *c.st.Robots }
 
 // peekBytes is how much of a body block-page detectors see.
 const peekBytes = 16 << 10

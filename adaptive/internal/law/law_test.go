@@ -1,0 +1,302 @@
+package law_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/colly-polite/polite/adaptive/internal/law"
+)
+
+const (
+	ms  = time.Millisecond
+	sec = time.Second
+)
+
+var cfg = law.Config{InitialRate: 2, MinRate: 0.05, StartConcurrency: 4, MinConcurrency: 1, MaxConcurrency: 64}
+
+// ev is one thing that happens to a law, at a time, and what must hold
+// after it. A zero expectation is not checked (use want* fields for 0 with
+// the check flags).
+type ev struct {
+	at time.Duration
+	// send: a send at rate (inflight in flight, the limit in use or not),
+	// kept as ticket number id. held: the pacer held a send back. ok, 429,
+	// 503: the answer to ticket id. ceil: the lowest ceiling is rate.
+	// hold: hold increases until at+d. pause: a pause of d from at.
+	do       string
+	id       int
+	rate     float64
+	inflight int
+	inUse    bool
+	d        time.Duration
+
+	wantRate, wantEst, wantLimit float64
+	wantPhase                    string
+	wantFresh, wantDecreased     *bool
+}
+
+var (
+	yes = func() *bool { b := true; return &b }()
+	no  = func() *bool { b := false; return &b }()
+)
+
+func play(t *testing.T, c law.Config, evs []ev) {
+	t.Helper()
+	var l law.Law
+	l.Init(&c, 0)
+	tickets := map[int]law.Ticket{}
+	for i, e := range evs {
+		where := fmt.Sprintf("event %d (%s at %v)", i, e.do, e.at)
+		var v law.Verdict
+		switch e.do {
+		case "send":
+			tickets[e.id] = l.Sent(e.at, e.rate, max(e.inflight, 1), e.inUse)
+		case "held":
+			l.Held(e.at)
+		case "ok", "429", "503":
+			tk, ok := tickets[e.id]
+			require.True(t, ok, "%s: no ticket %d", where, e.id)
+			sig := map[string]law.Signal{"ok": law.Success, "429": law.Throttled, "503": law.Overloaded}[e.do]
+			v = l.Observe(e.at, tk, sig)
+		case "ceil":
+			l.SetCeiling(e.rate)
+		case "hold":
+			l.Hold(e.at + e.d)
+		case "pause":
+			l.Paused(e.at, e.at+e.d, e.d)
+		default:
+			t.Fatalf("%s: unknown event", where)
+		}
+		if e.wantRate != 0 {
+			assert.InDelta(t, e.wantRate, l.Rate(), 1e-9, "%s: rate", where)
+		}
+		if e.wantEst != 0 {
+			assert.InDelta(t, e.wantEst, l.Estimate(), 1e-9, "%s: estimate", where)
+		}
+		if e.wantLimit != 0 {
+			assert.InDelta(t, e.wantLimit, l.Limit(), 1e-9, "%s: limit", where)
+		}
+		if e.wantPhase != "" {
+			assert.Equal(t, e.wantPhase, l.Phase().String(), "%s: phase", where)
+		}
+		if e.wantFresh != nil {
+			assert.Equal(t, *e.wantFresh, v.Fresh, "%s: fresh", where)
+		}
+		if e.wantDecreased != nil {
+			assert.Equal(t, *e.wantDecreased, v.Decreased, "%s: decreased", where)
+		}
+	}
+}
+
+// busyRound is one round of a second in which the pacer held sends back
+// and a send at rate came back accepted at the end: a clean, busy round.
+func busyRound(from time.Duration, id int, rate float64) []ev {
+	return []ev{
+		{at: from, do: "send", id: id, rate: rate},
+		{at: from + 10*ms, do: "held"},
+		{at: from + sec, do: "ok", id: id},
+	}
+}
+
+func seq(parts ...[]ev) []ev {
+	var out []ev
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func TestSlowStart(t *testing.T) {
+	t.Run("doubles per clean busy round", func(t *testing.T) {
+		play(t, cfg, seq(
+			[]ev{{do: "send", id: 1, rate: 2}, {at: 10 * ms, do: "held"}},
+			[]ev{{at: 500 * ms, do: "ok", id: 1, wantRate: 2, wantPhase: "slow-start"}}, // the round lasts a second
+			[]ev{{at: sec, do: "send", id: 2, rate: 2}, {at: sec, do: "ok", id: 2, wantRate: 4}},
+			busyRound(sec, 3, 4),
+			[]ev{{at: 2 * sec, do: "send", id: 4, rate: 8}, {at: 2*sec + 10*ms, do: "held"}, {at: 3 * sec, do: "ok", id: 4, wantRate: 16}},
+		))
+	})
+	t.Run("not when the rate was not the bottleneck", func(t *testing.T) {
+		play(t, cfg, []ev{
+			{do: "send", id: 1, rate: 2},
+			{at: sec, do: "ok", id: 1, wantRate: 2},
+			{at: sec, do: "send", id: 2, rate: 2},
+			{at: 2 * sec, do: "ok", id: 2, wantRate: 2},
+		})
+	})
+	t.Run("never past the ceiling", func(t *testing.T) {
+		play(t, cfg, seq(
+			[]ev{{do: "ceil", rate: 3}},
+			busyRound(0, 1, 2),
+			[]ev{{at: sec, do: "ok", id: 1, wantRate: 3}},
+			busyRound(sec, 2, 3),
+			[]ev{{at: 2 * sec, do: "ok", id: 2, wantRate: 3}},
+		))
+	})
+	t.Run("the limit grows by one per success while in use", func(t *testing.T) {
+		play(t, cfg, []ev{
+			{do: "send", id: 1, rate: 2, inflight: 4, inUse: true},
+			{at: 100 * ms, do: "ok", id: 1, wantLimit: 5},
+			{at: 100 * ms, do: "send", id: 2, rate: 2, inflight: 2},
+			{at: 200 * ms, do: "ok", id: 2, wantLimit: 5}, // not in use: no increase
+		})
+	})
+}
+
+func TestThrottle(t *testing.T) {
+	t.Run("the first ends slow start at an estimate", func(t *testing.T) {
+		// nothing accepted in the last second: the rate throttled is over
+		// the capacity, and slow start overshoots by at most 2x
+		play(t, cfg, []ev{
+			{do: "send", id: 1, rate: 8},
+			{at: 100 * ms, do: "429", id: 1, wantEst: 4 * 0.97, wantRate: 4 * 0.97, wantPhase: "steady", wantFresh: yes, wantDecreased: yes},
+		})
+	})
+	t.Run("the first, bounded by what was accepted", func(t *testing.T) {
+		evs := []ev{}
+		// 6 accepted in the last second, the throttle at 8/s: the estimate
+		// is between half the rate throttled and the rate accepted
+		for i := range 6 {
+			evs = append(evs, ev{at: time.Duration(i) * 125 * ms, do: "send", id: i, rate: 8},
+				ev{at: time.Duration(i)*125*ms + 10*ms, do: "ok", id: i})
+		}
+		evs = append(evs, ev{at: 875 * ms, do: "send", id: 9, rate: 8},
+			ev{at: 875 * ms, do: "429", id: 9, wantEst: 6 / 0.875 * 0.97})
+		play(t, cfg, evs)
+	})
+	t.Run("the tail of a burst is one signal", func(t *testing.T) {
+		play(t, cfg, []ev{
+			{do: "send", id: 1, rate: 8}, {do: "send", id: 2, rate: 8}, {do: "send", id: 3, rate: 8},
+			{at: 100 * ms, do: "429", id: 1, wantEst: 3.88, wantDecreased: yes},
+			{at: 100 * ms, do: "429", id: 2, wantEst: 3.88, wantFresh: no, wantDecreased: no},
+			{at: 110 * ms, do: "429", id: 3, wantEst: 3.88, wantFresh: no, wantDecreased: no},
+			{at: 200 * ms, do: "send", id: 4, rate: 3.88},
+			{at: 300 * ms, do: "429", id: 4, wantFresh: yes, wantDecreased: yes},
+		})
+	})
+	t.Run("a rate judged clean steps down a little, more if it keeps coming", func(t *testing.T) {
+		evs := []ev{{do: "send", id: 1, rate: 20}, {at: 10 * ms, do: "429", id: 1, wantEst: 10 * 0.97}}
+		// steady at 9.7, accepted at that rate for a second, more than four
+		// rounds after the last decrease
+		for i := range 10 {
+			at := 5*sec + time.Duration(i)*100*ms
+			evs = append(evs, ev{at: at, do: "send", id: 10 + i, rate: 9.7}, ev{at: at + 5*ms, do: "ok", id: 10 + i})
+		}
+		evs = append(evs,
+			ev{at: 6 * sec, do: "send", id: 30, rate: 9.7},
+			ev{at: 6*sec + 5*ms, do: "429", id: 30, wantEst: 9.7 * 0.97},
+			// within four rounds of it: the step was not enough
+			ev{at: 6*sec + 10*ms, do: "send", id: 31, rate: 9.7 * 0.97},
+			ev{at: 6*sec + 20*ms, do: "429", id: 31, wantEst: 9.7 * 0.97 * 0.94})
+		play(t, cfg, evs)
+	})
+	t.Run("a capacity drop is measured", func(t *testing.T) {
+		evs := []ev{{do: "send", id: 1, rate: 80}, {at: 10 * ms, do: "429", id: 1, wantEst: 40 * 0.97}}
+		// at 38.8 the server now accepts 8 a second, far under 70 %: seven
+		// of them in the 875 ms the measurement covers at 2 s
+		for i := range 8 {
+			at := sec + time.Duration(i)*125*ms
+			evs = append(evs, ev{at: at, do: "send", id: 10 + i, rate: 38.8}, ev{at: at + 5*ms, do: "ok", id: 10 + i})
+		}
+		evs = append(evs, ev{at: 2 * sec, do: "send", id: 30, rate: 38.8},
+			ev{at: 2 * sec, do: "429", id: 30, wantEst: 7 / 0.875})
+		play(t, cfg, evs)
+	})
+}
+
+func TestProbe(t *testing.T) {
+	start := []ev{{do: "send", id: 1, rate: 20}, {at: 10 * ms, do: "429", id: 1, wantEst: 9.7}}
+	t.Run("after the gap, three clean busy rounds move the estimate up", func(t *testing.T) {
+		// the gap after a throttle with no pause is 10 s
+		evs := seq(start, busyRound(9*sec, 2, 9.7))
+		evs = append(evs, ev{at: 10 * sec, do: "send", id: 3, rate: 9.7}, ev{at: 10*sec + 10*ms, do: "held"},
+			ev{at: 11 * sec, do: "ok", id: 3, wantPhase: "probing", wantRate: 9.7 * 1.03})
+		for r := range 3 {
+			at := 11*sec + time.Duration(r)*sec
+			evs = append(evs, busyRound(at, 4+r, 9.7*1.03)...)
+		}
+		evs[len(evs)-1].wantEst, evs[len(evs)-1].wantPhase = 9.7*1.03, "steady"
+		play(t, cfg, evs)
+	})
+	t.Run("a failed probe leaves the estimate", func(t *testing.T) {
+		evs := seq(start, busyRound(9*sec, 2, 9.7), busyRound(10*sec, 3, 9.7))
+		evs = append(evs, ev{at: 11 * sec, do: "send", id: 4, rate: 9.7 * 1.03},
+			ev{at: 11*sec + 10*ms, do: "429", id: 4, wantEst: 9.7, wantRate: 9.7, wantPhase: "steady", wantDecreased: yes})
+		play(t, cfg, evs)
+	})
+	t.Run("no probe before the gap", func(t *testing.T) {
+		play(t, cfg, seq(start, busyRound(sec, 2, 9.7),
+			[]ev{{at: 2 * sec, do: "send", id: 3, rate: 9.7, wantPhase: "steady", wantRate: 9.7}}))
+	})
+}
+
+func TestOverload(t *testing.T) {
+	t.Run("the limit falls to what was in flight, halves in a row", func(t *testing.T) {
+		c := cfg
+		c.StartConcurrency = 16
+		play(t, c, []ev{
+			{do: "send", id: 1, rate: 2, inflight: 10},
+			{at: 10 * ms, do: "503", id: 1, wantLimit: 9, wantDecreased: yes},
+			{at: 20 * ms, do: "send", id: 2, rate: 2, inflight: 9},
+			{at: 30 * ms, do: "503", id: 2, wantLimit: 4, wantDecreased: yes},
+			{at: 30 * ms, do: "send", id: 3, rate: 2, inflight: 2},
+			{at: 40 * ms, do: "send", id: 4, rate: 2, inflight: 3},
+			{at: 50 * ms, do: "503", id: 3, wantLimit: 1, wantDecreased: yes},
+			{at: 50 * ms, do: "503", id: 4, wantLimit: 1, wantFresh: no, wantDecreased: no},
+		})
+	})
+	t.Run("a hold stops increases until it ends", func(t *testing.T) {
+		play(t, cfg, []ev{
+			{do: "send", id: 1, rate: 2, inflight: 4},
+			{at: 10 * ms, do: "503", id: 1, wantLimit: 3},
+			{at: 10 * ms, do: "hold", d: 10 * sec},
+			{at: sec, do: "send", id: 2, rate: 2, inflight: 3, inUse: true},
+			{at: sec + 10*ms, do: "ok", id: 2, wantLimit: 3},
+			{at: 11 * sec, do: "send", id: 3, rate: 2, inflight: 3, inUse: true},
+			{at: 11*sec + 10*ms, do: "ok", id: 3, wantLimit: 3 + 1.0/3},
+		})
+	})
+	t.Run("never under the minimum", func(t *testing.T) {
+		play(t, cfg, []ev{
+			{do: "send", id: 1, rate: 2, inflight: 1},
+			{at: 10 * ms, do: "503", id: 1, wantLimit: 1},
+		})
+	})
+}
+
+func TestPauseAndResume(t *testing.T) {
+	t.Run("a round spanning a pause is not judged", func(t *testing.T) {
+		play(t, cfg, []ev{
+			{do: "send", id: 1, rate: 2}, {at: 10 * ms, do: "held"},
+			{at: 100 * ms, do: "pause", d: 5 * sec},
+			{at: 2 * sec, do: "ok", id: 1, wantRate: 2}, // the round starts when the pause ends
+		})
+	})
+	t.Run("resumed clears the hold", func(t *testing.T) {
+		var l law.Law
+		c := cfg
+		l.Init(&c, 0)
+		l.Hold(time.Hour)
+		require.Equal(t, time.Hour, l.HeldUntil())
+		l.Resumed(sec)
+		assert.Zero(t, l.HeldUntil())
+	})
+}
+
+func TestRoundTrip(t *testing.T) {
+	var l law.Law
+	c := cfg
+	l.Init(&c, 0)
+	l.RoundTrip(800 * ms)
+	assert.Equal(t, 800*ms, l.RTT())
+	l.RoundTrip(0) // unknown: ignored
+	l.RoundTrip(0)
+	assert.Equal(t, 800*ms, l.RTT())
+	l.RoundTrip(0)
+	l.RoundTrip(1600 * ms)
+	assert.Equal(t, 900*ms, l.RTT(), "smoothed by 1/8")
+}

@@ -1,0 +1,75 @@
+package adaptive
+
+import (
+	"time"
+
+	"github.com/colly-polite/polite/tokenbucket"
+)
+
+// pacer spaces the sends of one scope: a GCRA schedule (tokenbucket.Bucket)
+// at the law's rate under every ceiling in force. Ceilings are the
+// configured rate (Rule.Rate), robots.txt Crawl-delay and quota headers;
+// the law is told the lowest only so that it never probes above it. Not
+// safe for concurrent use: scope.mu guards it.
+type pacer struct {
+	b          tokenbucket.Bucket
+	robots     float64       // Crawl-delay ceiling, req/s (0: none)
+	quota      float64       // quota-header ceiling, req/s (0: none)
+	quotaUntil time.Duration // the quota ceiling lapses then
+	why        Reason        // which ceiling binds; ReasonRate when none does
+}
+
+// sync recomputes the rate in force from the law's rate and the ceilings,
+// tells the law the lowest ceiling, and re-prices the next send when the
+// rate changed. It reports whether it did.
+func (p *pacer) sync(now time.Duration, c *core) bool {
+	ceil, why := c.rule.Rate, ReasonRate
+	if v := p.robots; v > 0 && (ceil == 0 || v < ceil) {
+		ceil, why = v, ReasonCrawlDelay
+	}
+	if v := p.quota; v > 0 && now < p.quotaUntil && (ceil == 0 || v < ceil) {
+		ceil, why = v, ReasonQuota
+	}
+	c.law.SetCeiling(ceil)
+	r := c.law.Rate()
+	if ceil > 0 && r >= ceil {
+		r = ceil
+	} else {
+		why = ReasonRate
+	}
+	p.why = why
+	// a Crawl-delay asks for a minimum gap: no credit for late timers
+	p.b.SetStrict(p.robots > 0 && r >= p.robots)
+	if r == p.b.Rate() {
+		return false
+	}
+	p.b.SetRate(r)
+	return true
+}
+
+// rate is the rate in force, req/s.
+func (p *pacer) rate() float64 { return p.b.Rate() }
+
+// setQuota makes rate the quota ceiling until until.
+func (p *pacer) setQuota(rate float64, until time.Duration) { p.quota, p.quotaUntil = rate, until }
+
+// requireCrawlDelay makes the Crawl-delay ceiling at least as strict as
+// rate (the Crawl-delay of one of the scope's origins). It reports whether
+// it changed.
+func (p *pacer) requireCrawlDelay(rate float64) bool {
+	if rate > 0 && (p.robots == 0 || rate < p.robots) {
+		p.robots = rate
+		return true
+	}
+	return false
+}
+
+// crawlDelayRate is the rate ceiling of a Crawl-delay d (0: none), with 1 %
+// headroom (at least 5 ms): the gap the server sees is the gap we send at
+// plus the jitter of the way there.
+func crawlDelayRate(d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return 1 / (d + max(d/100, 5*time.Millisecond)).Seconds()
+}

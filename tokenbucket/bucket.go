@@ -1,0 +1,118 @@
+package tokenbucket
+
+import (
+	"math"
+	"time"
+)
+
+// MaxCredit bounds how much lateness a late send gives back: the schedule
+// lets a send go up to this much (and at most a quarter of the interval)
+// before its theoretical time, never more. It is what keeps a scope at its
+// rate when every timer fires a little late (at 30 sends per second, a
+// schedule that restarted from each actual send lost about 6 %).
+const MaxCredit = 10 * time.Millisecond
+
+// MaxInterval is the longest gap between two sends a Bucket keeps: a rate
+// below one per century (or zero) is a closed bucket whose next send is a
+// century away, far enough that adding to it cannot overflow.
+const MaxInterval = 100 * 365 * 24 * time.Hour
+
+// Bucket is the send schedule of one scope. The zero value is closed (rate
+// 0): SetRate opens it. A Bucket is a small value; it is not safe for
+// concurrent use (the caller's lock guards it).
+type Bucket struct {
+	rate float64
+	tat  time.Duration // theoretical time of the next send
+	last time.Duration // when the last send went
+	// drained is when the drain ends: the first send after it goes one
+	// interval (at the rate then in force) later
+	drained time.Duration
+	drain   bool // drained is set
+	sent    bool // last is set
+	strict  bool // no credit: the rate is a minimum gap
+}
+
+// Rate is the rate in force, sends per second.
+func (b *Bucket) Rate() float64 { return b.rate }
+
+// SetRate changes the rate at once: the next send is re-priced from the
+// last one, so a cut reaches the very next send and a rise does not wait
+// out the old interval. r <= 0 (or NaN) closes the bucket.
+func (b *Bucket) SetRate(r float64) {
+	b.rate = r
+	if b.sent {
+		b.tat = b.last + interval(r)
+	}
+}
+
+// SetStrict makes the rate a minimum gap between sends (robots.txt's
+// Crawl-delay asks for one): no credit for lateness while it is set.
+func (b *Bucket) SetStrict(strict bool) { b.strict = strict }
+
+// Next is the earliest time the next send may go (for a closed bucket, a
+// century after its last send).
+func (b *Bucket) Next() time.Duration {
+	if !(b.rate > 0) {
+		return b.last + MaxInterval
+	}
+	return max(b.tat, b.resume())
+}
+
+// resume is when a drain lets the first send go.
+func (b *Bucket) resume() time.Duration {
+	if !b.drain {
+		return math.MinInt64
+	}
+	return b.drained + interval(b.rate)
+}
+
+// Take records a send at now and reports true if the schedule allows one;
+// otherwise it changes nothing.
+func (b *Bucket) Take(now time.Duration) bool {
+	if !(b.rate > 0) || now < b.Next() {
+		return false
+	}
+	t := interval(b.rate)
+	credit := min(t/4, MaxCredit)
+	if b.strict {
+		credit = 0
+	}
+	from := max(now-credit, b.resume())
+	if b.sent {
+		from = max(from, b.tat)
+	}
+	b.tat = from + t
+	b.last, b.sent = now, true
+	return true
+}
+
+// Drain stops the schedule for a pause that ends at until: the first send
+// goes at until (one interval after the drain ends), the next ones an
+// interval apart, with no burst of saved sends. Should the rate change
+// before until, the first send moves with it (it comes one new interval
+// after the drain's end). The longest drain wins.
+func (b *Bucket) Drain(until time.Duration) {
+	if end := until - interval(b.rate); !b.drain || end > b.drained {
+		b.drained, b.drain = end, true
+	}
+}
+
+// Resume ends a drain at now (the pause was lifted early): the first send
+// goes one interval later.
+func (b *Bucket) Resume(now time.Duration) {
+	if b.drain && now < b.drained {
+		b.drained = now
+	}
+}
+
+// interval is the gap between sends at rate r, at most MaxInterval.
+func interval(r float64) time.Duration {
+	if !(r > 0) {
+		return MaxInterval
+	}
+	ns := float64(time.Second) / r
+	if ns >= float64(MaxInterval) {
+		return MaxInterval
+	}
+	return time.Duration(ns)
+}

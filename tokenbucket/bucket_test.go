@@ -1,0 +1,134 @@
+package tokenbucket_test
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/colly-polite/polite/tokenbucket"
+)
+
+const ms = time.Millisecond
+
+// step is one call on a Bucket at a time, and what it must say.
+type step struct {
+	at   time.Duration
+	op   string // "take", "rate", "strict", "drain", "resume"
+	arg  float64
+	want bool          // take: granted
+	next time.Duration // after the call: Next(), when checked
+}
+
+func run(t *testing.T, steps []step) {
+	t.Helper()
+	var b tokenbucket.Bucket
+	for i, s := range steps {
+		switch s.op {
+		case "rate":
+			b.SetRate(s.arg)
+		case "strict":
+			b.SetStrict(s.arg != 0)
+		case "drain":
+			b.Drain(time.Duration(s.arg))
+		case "resume":
+			b.Resume(s.at)
+		case "take":
+			assert.Equal(t, s.want, b.Take(s.at), "step %d: take at %v", i, s.at)
+		}
+		if s.next != 0 {
+			assert.Equal(t, s.next, b.Next(), "step %d: next after %s at %v", i, s.op, s.at)
+		}
+	}
+}
+
+func TestBucket(t *testing.T) {
+	for name, steps := range map[string][]step{
+		"closed until a rate is set": {
+			{at: 0, op: "take", want: false},
+			{op: "rate", arg: 10},
+			{at: 0, op: "take", want: true},
+		},
+		"one send per interval": {
+			{op: "rate", arg: 10},
+			{at: 0, op: "take", want: true, next: 90 * ms}, // the first send may use the credit
+			{at: 50 * ms, op: "take", want: false},
+			{at: 90 * ms, op: "take", want: true, next: 190 * ms},
+			{at: 189 * ms, op: "take", want: false},
+			{at: 190 * ms, op: "take", want: true, next: 290 * ms},
+		},
+		"a late send gives its lateness back, up to the credit": {
+			{op: "rate", arg: 10},
+			{at: 0, op: "take", want: true},
+			{at: 96 * ms, op: "take", want: true, next: 190 * ms}, // 6 ms late: due at 190 still
+			{at: 250 * ms, op: "take", want: true, next: 340 * ms}, // 60 ms late: only 10 ms back
+		},
+		"a strict rate gives no credit (Crawl-delay)": {
+			{op: "rate", arg: 10}, {op: "strict", arg: 1},
+			{at: 0, op: "take", want: true, next: 100 * ms},
+			{at: 105 * ms, op: "take", want: true, next: 205 * ms},
+		},
+		"a cut reaches the next send": {
+			{op: "rate", arg: 10},
+			{at: 0, op: "take", want: true},
+			{op: "rate", arg: 2, next: 500 * ms}, // re-priced from the last send
+			{at: 90 * ms, op: "take", want: false},
+			{at: 500 * ms, op: "take", want: true},
+		},
+		"a rise does not wait out the old interval": {
+			{op: "rate", arg: 1},
+			{at: 0, op: "take", want: true},
+			{op: "rate", arg: 10, next: 100 * ms},
+			{at: 100 * ms, op: "take", want: true},
+		},
+		"a drain: the first send at its end, then the rate": {
+			{op: "rate", arg: 10},
+			{at: 0, op: "take", want: true},
+			{op: "drain", arg: float64(3 * time.Second), next: 3 * time.Second},
+			{at: 2999 * ms, op: "take", want: false},
+			{at: 3 * time.Second, op: "take", want: true, next: 3100 * ms}, // no credit just after a drain
+		},
+		"the longest drain wins": {
+			{op: "rate", arg: 10},
+			{op: "drain", arg: float64(3 * time.Second)},
+			{op: "drain", arg: float64(time.Second), next: 3 * time.Second},
+		},
+		"a rate cut during a drain moves its end by the new interval": {
+			{op: "rate", arg: 10},
+			{op: "drain", arg: float64(time.Second)}, // ends at 900 ms + one interval
+			{op: "rate", arg: 2, next: 1400 * ms},
+		},
+		"resume ends a drain": {
+			{op: "rate", arg: 10},
+			{op: "drain", arg: float64(time.Hour)},
+			{at: time.Second, op: "resume", next: 1100 * ms},
+			{at: 1100 * ms, op: "take", want: true},
+		},
+		"a rate of zero, NaN or one per millennium is closed": {
+			{op: "rate", arg: 1},
+			{at: 0, op: "take", want: true},
+			{op: "rate", arg: 0, next: tokenbucket.MaxInterval},
+			{op: "rate", arg: math.NaN(), next: tokenbucket.MaxInterval},
+			{op: "rate", arg: 1e-12, next: tokenbucket.MaxInterval},
+		},
+	} {
+		t.Run(name, func(t *testing.T) { run(t, steps) })
+	}
+}
+
+// Over many sends whose timers fire late by up to the credit, the average
+// rate stays the rate: lateness is given back, never lost and never more.
+func TestBucketHoldsTheRate(t *testing.T) {
+	var b tokenbucket.Bucket
+	b.SetRate(30)
+	now := time.Duration(0)
+	n := 0
+	for now < 100*time.Second {
+		if b.Take(now) {
+			n++
+		}
+		now = b.Next() + time.Duration(n%7)*ms // a timer up to 6 ms late
+	}
+	assert.InDelta(t, 3000, n, 1, "sends in 100 s at 30/s")
+}
