@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/testserver"
 )
 
 // scripted answers with the given statuses in turn (the last one forever),
@@ -95,5 +96,31 @@ func TestPostNotRetried(t *testing.T) {
 		resp.Body.Close()
 		assert.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, int64(2), sends.Load())
+	})
+}
+
+// Behaviour 12: retries.
+func TestRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{Limit: fixedWindow(1), Excess: testserver.Excess{FixedRetryAfter: time.Second}}))
+		c, _ := newCollector(t, srv, adaptive.WithRobots(false))
+		a := srv.HostURL("a.test")
+		var okN, errN atomic.Int64
+		c.OnResponse(func(*colly.Response) { okN.Add(1) })
+		c.OnError(func(*colly.Response, error) { errN.Add(1) })
+		require.NoError(t, c.Visit(a+"/page/1"))
+		// within the same window: 429, then after the pause 200
+		require.NoError(t, c.Visit(a+"/page/2"))
+		assert.Equal(t, int64(2), okN.Load())
+		assert.Zero(t, errN.Load())
+		st := srv.Stats("a.test")
+		assert.Equal(t, 3, st.Requests, "exactly three sends: 200, 429, 200")
+
+		// a POST without idempotency is not retried and surfaces the 429
+		before := srv.Stats("a.test").Requests
+		err := c.Post(a+"/page/post", map[string]string{"k": "v"})
+		err2 := c.Post(a+"/page/post", map[string]string{"k": "v"})
+		assert.True(t, err != nil || err2 != nil, "one of two POSTs in a window of 1 is throttled")
+		assert.Equal(t, before+2, srv.Stats("a.test").Requests, "no retry of a POST")
 	})
 }

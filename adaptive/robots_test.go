@@ -91,3 +91,37 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// Behaviour 8: robots.txt Crawl-delay.
+func TestCrawlDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{
+			"a.test": {Robots: testserver.Robots{CrawlDelay: 2 * time.Second}},
+			"b.test": {Robots: testserver.Robots{Status: 404}},
+			"c.test": {Robots: testserver.Robots{Status: 503}},
+			"d.test": {Robots: testserver.Robots{Body: "User-agent: *\nCrawl-delay: 100000\n"}},
+		}})
+		c, _ := newCollector(t, srv)
+		crawl(t, c, 8, 20*time.Second, srv.HostURL("a.test"))
+		st := srv.Stats("a.test")
+		require.GreaterOrEqual(t, len(st.Accepted), 5)
+		for i := 1; i < len(st.Accepted); i++ {
+			assert.GreaterOrEqual(t, st.Accepted[i]-st.Accepted[i-1], 2*time.Second, "requests %d and %d", i-1, i)
+		}
+		assert.Equal(t, 1, st.Robots, "robots.txt fetched once")
+
+		// 404: no delay
+		ok, _ := crawl(t, c, 8, 5*time.Second, srv.HostURL("b.test"))
+		assert.Greater(t, ok, int64(20))
+		// 5xx: a conservative default (5 s) until it can be read
+		okc, _ := crawl(t, c, 8, 20*time.Second, srv.HostURL("c.test"))
+		assert.Positive(t, okc)
+		cst := srv.Stats("c.test")
+		for i := 1; i < len(cst.Accepted); i++ {
+			assert.GreaterOrEqual(t, cst.Accepted[i]-cst.Accepted[i-1], 5*time.Second)
+		}
+		// absurd: capped at 30 s, not 100000 s
+		okd, _ := crawl(t, c, 2, 65*time.Second, srv.HostURL("d.test"))
+		assert.GreaterOrEqual(t, okd, int64(2))
+	})
+}

@@ -1,19 +1,28 @@
 package adaptive_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/gocolly/colly/v2"
+	"github.com/gocolly/colly/v2/queue"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/colly-polite/polite/adaptive"
 	"github.com/colly-polite/polite/classify"
+	"github.com/colly-polite/polite/testserver"
 )
 
 // roundTripFunc is a RoundTripper made of a function: an origin with no
@@ -91,4 +100,95 @@ func TestLoggerTimeSeries(t *testing.T) {
 	}
 	assert.Equal(t, "a.test", rec["scope"])
 	assert.Equal(t, "decrease:throttled", rec["event"])
+}
+
+// Behaviour 10: never a leaked slot.
+func TestNoLeakedSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{
+			"a.test": {Limit: fixedWindow(50), Latency: testserver.Latency{Base: 10 * time.Millisecond}},
+			"b.test": {},
+		}})
+		c, ctrl := newCollector(t, srv, adaptive.WithRobots(false))
+		a, b := srv.HostURL("a.test"), srv.HostURL("b.test")
+		var n atomic.Int64
+		c.OnRequest(func(r *colly.Request) {
+			if r.URL.RawQuery == "abort-req" {
+				r.Abort()
+			}
+		})
+		c.OnResponseHeaders(func(r *colly.Response) {
+			if r.Request.URL.RawQuery == "abort-headers" {
+				r.Request.Abort()
+			}
+		})
+		c.OnResponse(func(r *colly.Response) {
+			n.Add(1)
+			if r.Request.URL.RawQuery == "panic" {
+				panic("user callback")
+			}
+		})
+		_ = c.Visit(a + "/page/1?abort-req")
+		_ = c.Visit(a + "/page/2?abort-headers")
+		func() {
+			defer func() { _ = recover() }()
+			_ = c.Visit(a + "/page/3?panic")
+		}()
+		// redirects across hosts: each hop is a request to its own host
+		_ = c.Visit(a + "/redirect?to=" + url.QueryEscape(b+"/page/1"))
+		_ = c.Visit(a + "/redirect/hop?n=4&hosts=a.test,b.test")
+		// cache hits
+		dir := t.TempDir()
+		cc := c.Clone()
+		cc.CacheDir = dir
+		_ = cc.Visit(a + "/page/4")
+		_ = cc.Visit(a + "/page/4")
+		// context cancelled while waiting: a paused scope and a short deadline
+		ctx, cancel := context.WithCancel(context.Background())
+		hc := &http.Client{Transport: ctrl.Transport(srv.Transport())}
+		req, _ := http.NewRequestWithContext(ctx, "GET", a+"/page/ctx", nil)
+		cancel()
+		_, err := hc.Do(req)
+		assert.ErrorIs(t, err, context.Canceled)
+		// async with Wait
+		ac := c.Clone()
+		ac.Async = true
+		for i := 0; i < 30; i++ {
+			_ = ac.Visit(a + "/page/" + strconv.Itoa(10+i))
+		}
+		ac.Wait()
+		// the queue package
+		q, err := queue.New(4, &queue.InMemoryQueueStorage{MaxSize: 1000})
+		require.NoError(t, err)
+		for i := 0; i < 20; i++ {
+			require.NoError(t, q.AddURL(b+"/page/"+strconv.Itoa(50+i)))
+		}
+		require.NoError(t, q.Run(c))
+		assert.Positive(t, n.Load())
+		assertIdle(t, ctrl)
+	})
+}
+
+// Behaviour 11: polite waiting does not use up the request timeout; a
+// hanging origin still times out per attempt.
+func TestPauseDoesNotUseTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{
+			"a.test": {Limit: fixedWindow(1), Excess: testserver.Excess{FixedRetryAfter: 12 * time.Second}},
+			"b.test": {Latency: testserver.Latency{Base: time.Hour}},
+		}})
+		c, _ := newCollector(t, srv, adaptive.WithRobots(false), adaptive.WithDefault(adaptive.Rule{MaxRetries: 1}))
+		a := srv.HostURL("a.test")
+		require.NoError(t, c.Visit(a+"/page/1"))
+		start := time.Now()
+		require.NoError(t, c.Visit(a+"/page/2"), "succeeds after the 12 s pause")
+		assert.GreaterOrEqual(t, time.Since(start), 12*time.Second)
+		assert.Zero(t, srv.Stats("a.test").PauseViolations)
+
+		start = time.Now()
+		err := c.Visit(srv.HostURL("b.test") + "/page/1")
+		require.Error(t, err)
+		assert.True(t, errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "deadline"), err)
+		assert.Less(t, time.Since(start), 25*time.Second, "two attempts of 10 s, plus backoff")
+	})
 }

@@ -1,6 +1,7 @@
 package adaptive_test
 
 import (
+	"io"
 	"net/http"
 	"sort"
 	"sync"
@@ -294,5 +295,55 @@ func TestCapacityDrop(t *testing.T) {
 		// rejections stop within 5 s of the drop
 		assert.LessOrEqual(t, float64(late), 0.01*float64(st.Requests-at35.Requests)+1)
 		assertIdle(t, ctrl)
+	})
+}
+
+// Behaviour 9: two hosts, one hard-throttled.
+func TestTwoHostsIsolation(t *testing.T) {
+	alone := func(both bool) float64 {
+		var good float64
+		synctest.Test(t, func(t *testing.T) {
+			hosts := map[string]testserver.Policy{
+				"a.test": {Limit: fixedWindow(20), Latency: testserver.Latency{Base: 50 * time.Millisecond}},
+			}
+			if both {
+				hosts["b.test"] = testserver.Policy{Limit: fixedWindow(1), Excess: testserver.Excess{FixedRetryAfter: 5 * time.Second}}
+			}
+			srv := testserver.NewTest(t, testserver.Config{Hosts: hosts})
+			c, _ := newCollector(t, srv, adaptive.WithRobots(false))
+			bases := []string{srv.HostURL("a.test")}
+			if both {
+				bases = append(bases, srv.HostURL("b.test"))
+			}
+			crawl(t, c, 40, 40*time.Second, bases...)
+			good = float64(window(srv.Stats("a.test"), 10*time.Second, 40*time.Second)) / 30
+		})
+		return good
+	}
+	solo, shared := alone(false), alone(true)
+	t.Logf("a alone %.2f/s, a beside a throttled host %.2f/s", solo, shared)
+	assert.GreaterOrEqual(t, shared, 0.95*solo)
+}
+
+// Behaviour 13: honest quota headers are paced so that no 429 happens.
+func TestQuotaHeadersPace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{
+			Limit:   testserver.Limit{Kind: testserver.FixedWindow, N: 100, Window: 10 * time.Second},
+			Latency: testserver.Latency{Base: 20 * time.Millisecond},
+			Excess:  testserver.Excess{QuotaHeaders: true},
+		}))
+		client := &http.Client{Transport: adaptive.NewTransport(srv.Transport())}
+		start := time.Now()
+		for time.Since(start) < 60*time.Second {
+			resp, err := client.Get(srv.HostURL("a.test") + "/page/1")
+			require.NoError(t, err)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		st := srv.Stats("a.test")
+		t.Logf("accepted %d, 429s %d", len(st.Accepted), st.ByStatus[429])
+		assert.Zero(t, st.ByStatus[429])
+		assert.GreaterOrEqual(t, len(st.Accepted), 500)
 	})
 }
