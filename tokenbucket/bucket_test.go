@@ -61,7 +61,7 @@ func TestBucket(t *testing.T) {
 		"a late send gives its lateness back, up to the credit": {
 			{op: "rate", arg: 10},
 			{at: 0, op: "take", want: true},
-			{at: 96 * ms, op: "take", want: true, next: 190 * ms}, // 6 ms late: due at 190 still
+			{at: 96 * ms, op: "take", want: true, next: 190 * ms},  // 6 ms late: due at 190 still
 			{at: 250 * ms, op: "take", want: true, next: 340 * ms}, // 60 ms late: only 10 ms back
 		},
 		"a strict rate gives no credit (Crawl-delay)": {
