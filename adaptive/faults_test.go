@@ -176,7 +176,11 @@ func faults(t *testing.T, seed uint64, markers bool, network testserver.Network,
 	assert.Equal(t, uint64(sends.n.Load()), recorded, "every send recorded exactly once")
 	violations := 0
 	for _, n := range names {
-		violations += srv.Stats(n).PauseViolations
+		v := srv.Stats(n).PauseViolations
+		if v > 0 {
+			t.Logf("host %s (%+v): %d pause violations", n, hosts[n], v)
+		}
+		violations += v
 	}
 	assert.Zero(t, violations, "requests sent during an announced pause")
 	t.Logf("robots %v: %d requests, %d failed, %d sends; %d throttled, %d blocked, %d overloaded, %d transport failures",

@@ -131,6 +131,19 @@ func (h *host) announce(e, pause time.Duration, dated bool) {
 	h.pauses.add(addSat(e, up+down), addSat(deadline, up))
 }
 
+// announceDelivered announces the pause of a response decided at e once it
+// has been delivered: a client that went away before its answer arrived
+// never learned of the pause, and cannot be held to it. (Delivery comes at
+// e + RTT/2, before any arrival the pause covers, which starts at e + RTT.)
+func (h *host) announceDelivered(r *http.Request, e, pause time.Duration, dated bool) {
+	if pause <= 0 || r.Context().Err() != nil {
+		return
+	}
+	h.mu.Lock()
+	h.announce(e, pause, dated)
+	h.mu.Unlock()
+}
+
 func (h *host) count(status int) {
 	if h.byStatus == nil {
 		h.byStatus = make(map[int]int, 4)
@@ -341,14 +354,12 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		status := h.excessStatus()
 		ra, pause, dated := h.retryAfter(now, wait)
-		if pause > 0 {
-			h.announce(e, pause, dated)
-		}
 		h.feedBan(e)
 		h.reject(e, status)
 		qh := h.quota(now, e)
 		h.mu.Unlock()
 		s.deliver(r, down)
+		h.announceDelivered(r, e, pause, dated)
 		hdr := w.Header()
 		qh.write(hdr)
 		if ra != nil {
@@ -493,14 +504,16 @@ func (h *host) serveRobots(w http.ResponseWriter, r *http.Request, down time.Dur
 	h.robots++
 	h.count(h.robotsStatus)
 	var ra string
+	var pause time.Duration
 	if d := h.pol.Robots.RetryAfter; d > 0 && (h.robotsStatus < 200 || h.robotsStatus > 299) {
 		s := ceilSeconds(d, 1)
 		ra = strconv.FormatInt(s, 10)
-		h.announce(e, time.Duration(s)*time.Second, false)
+		pause = time.Duration(s) * time.Second
 	}
 	qh := h.quota(now, e)
 	h.mu.Unlock()
 	h.srv.deliver(r, down)
+	h.announceDelivered(r, e, pause, false)
 	hdr := w.Header()
 	qh.write(hdr)
 	if ra != "" {

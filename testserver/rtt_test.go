@@ -1,6 +1,7 @@
 package testserver_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"sync"
@@ -254,4 +255,43 @@ func TestRTTClose(t *testing.T) {
 		assert.Equal(t, time.Duration(0), time.Since(start))
 		assert.Equal(t, 0, srv.Stats("a.test").Requests, "neither arrived")
 	})
+}
+
+// A client that gave up on a request before its 429 arrived never learned
+// of the pause the 429 announced: nothing it sends later is a violation.
+// One that received it is held to it.
+func TestPauseAnnouncedOnlyWhenDelivered(t *testing.T) {
+	for _, cancelled := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{"a.test": {
+				Limit:   testserver.Limit{Kind: testserver.FixedWindow, N: 1, Window: 10 * time.Second},
+				Latency: testserver.Latency{RTT: rtt},
+			}}})
+			c := srv.Client()
+			u := srv.HostURL("a.test") + "/page/1"
+			resp, err := c.Get(u) // takes the window's one request
+			require.NoError(t, err)
+			resp.Body.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			if cancelled {
+				time.AfterFunc(rtt/4, cancel) // the 429 is decided at rtt/2, delivered at rtt
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+			if resp, err := c.Do(req); err == nil {
+				require.False(t, cancelled)
+				require.Equal(t, 429, resp.StatusCode)
+				resp.Body.Close()
+			}
+			cancel()
+			time.Sleep(2 * rtt)
+			resp, err = c.Get(u) // inside the window's pause
+			require.NoError(t, err)
+			resp.Body.Close()
+			want := 1
+			if cancelled {
+				want = 0
+			}
+			assert.Equal(t, want, srv.Stats("a.test").PauseViolations)
+		})
+	}
 }

@@ -55,7 +55,9 @@ type Stats struct {
 	// from the response that carried it to the deadline a client computes
 	// from what was sent (that response's arrival at the client plus the
 	// seconds sent, or the date sent); "0", garbage and a missing header
-	// announce none (for raw values, see Excess.RawRetryAfter).
+	// announce none (for raw values, see Excess.RawRetryAfter). A response
+	// the client gave up on before it arrived (a cancelled request)
+	// announces nothing: that client never learned of the pause.
 	//
 	// The instant that counts is the request's arrival at the host, and
 	// the pause is shifted to match: it starts at the decision on the
