@@ -114,16 +114,21 @@ func (c *Controller) scope(key string, r *rule, now time.Duration) *scope {
 	s = newScope(key, r, now, c.st.JitterSeed)
 	if rate, until := c.mem.quota(key); rate > 0 && now < until {
 		s.core.pace.setQuota(rate, until)
-		s.core.pace.sync(now, &s.core)
 	}
+	if est, limit, at := c.mem.estimate(key); est > 0 {
+		// an estimate from an evicted scope or an import: trusted less
+		// the older it is
+		s.core.law.Seed(now, decayed(est, now-at), limit)
+	}
+	s.core.pace.sync(now, &s.core)
 	c.scopes[key] = s
 	return s
 }
 
 // sweepLocked evicts idle scopes (see scope.idle). It runs at most once per
 // IdleTTL/4, when a scope is created, so memory stays bounded by the scopes
-// used within about 1.25·IdleTTL. A quota ceiling still in force is
-// remembered; Crawl-delays are in memory already.
+// used within about 1.25·IdleTTL. A quota ceiling still in force and the
+// law's estimate are remembered; Crawl-delays are in memory already.
 func (c *Controller) sweepLocked(now time.Duration) {
 	if now-c.lastSweep < c.st.IdleTTL/4 {
 		return
@@ -133,18 +138,23 @@ func (c *Controller) sweepLocked(now time.Duration) {
 		s.mu.Lock()
 		idle := s.idle(now, c.st.IdleTTL)
 		p := &s.core.pace
-		var qr float64
-		var qu time.Duration
+		var qr, est, limit float64
+		var qu, used time.Duration
 		if idle {
 			s.dead = true
 			delete(c.scopes, k)
 			if p.quota > 0 && now < p.quotaUntil {
 				qr, qu = p.quota, p.quotaUntil
 			}
+			est, limit, used = s.core.law.Estimate(), s.core.law.Limit(), s.lastUsed
 		}
 		s.mu.Unlock()
 		if qr > 0 {
 			c.mem.keepQuota(k, qr, qu)
+		}
+		if est > 0 {
+			// measured, last, when the scope was last used
+			c.mem.keepEstimate(k, est, limit, used)
 		}
 	}
 }

@@ -22,6 +22,7 @@ type core struct {
 	rule     *rule
 	inflight int32
 	counts   [classCount]uint32
+	held     bool // the pacer held the head back since the last send
 }
 
 func (c *core) init(key string, r *rule, now time.Duration, seed uint64) {
@@ -74,6 +75,7 @@ func (c *core) decide(now time.Duration, st *settings) decision {
 		return decision{kind: sendNow}
 	}
 	c.law.Held(now)
+	c.held = true
 	wake := max(c.pace.b.Next(), now+time.Microsecond)
 	if wake-now > st.MaxPause {
 		return decision{kind: fail, why: refusal{c.pace.why, wake, ErrPaused}}
@@ -87,7 +89,8 @@ func (c *core) limit() int { return c.gate.limit(c.law.Limit()) }
 // take grants a send that decide allowed.
 func (c *core) take(now time.Duration) ticket {
 	c.inflight++
-	t := ticket{law: c.law.Sent(now, c.pace.rate(), int(c.inflight), int(c.inflight) >= c.limit())}
+	t := ticket{law: c.law.Sent(now, c.pace.rate(), int(c.inflight), int(c.inflight) >= c.limit(), c.held)}
+	c.held = false
 	if c.gate.breaker == BreakerHalfOpen {
 		c.gate.probeOut, t.probe = true, true
 	}
@@ -199,6 +202,10 @@ func (c *core) quota(now time.Duration, q classify.Quota, st *settings, r *react
 			c.gate.pause(now, now+min(max(q.Reset, st.MinRetryAfter), longestPause), ReasonQuota, st, r)
 		}
 		return
+	}
+	if q.Limit > 0 && q.Window > 0 {
+		// an honest policy states the capacity: start at it (no slow start)
+		c.law.Seed(now, float64(q.Limit)/q.Window.Seconds(), 0)
 	}
 	reset := q.Reset
 	if reset <= 0 {

@@ -108,3 +108,12 @@ func statsAt(srv *testserver.Server, host string, d time.Duration) *testserver.S
 	go func() { time.Sleep(d); st = srv.Stats(host) }()
 	return &st
 }
+
+// newCollectorWith makes a collector on srv's network that shares ctrl.
+func newCollectorWith(t *testing.T, srv *testserver.Server, ctrl *adaptive.Controller) *colly.Collector {
+	t.Helper()
+	c := colly.NewCollector(colly.AllowURLRevisit())
+	c.WithTransport(srv.Transport())
+	ctrl.Attach(c)
+	return c
+}

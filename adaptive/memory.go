@@ -49,6 +49,9 @@ type scopeFacts struct {
 	delays     []originDelay // origins of the scope with a Crawl-delay
 	quotaRate  float64
 	quotaUntil time.Duration // on the controller's clock
+	estimate   float64       // the law's capacity estimate, req/s (0: none)
+	limit      float64       // and its concurrency limit
+	estAt      time.Duration // when, on the controller's clock
 }
 
 type originDelay struct {
@@ -164,6 +167,41 @@ func (m *memory) keepQuota(scope string, rate float64, until time.Duration) {
 	defer m.mu.Unlock()
 	f := m.scopeLocked(scope, true)
 	f.quotaRate, f.quotaUntil = rate, until
+}
+
+// keepEstimate remembers a scope's estimate and limit measured at at.
+func (m *memory) keepEstimate(scope string, est, limit float64, at time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.scopeLocked(scope, true)
+	f.estimate, f.limit, f.estAt = est, limit, at
+}
+
+// estimate is what is remembered of scope's estimate (0: nothing).
+func (m *memory) estimate(scope string) (est, limit float64, at time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.scopeLocked(scope, false)
+	if f == nil {
+		return 0, 0, 0
+	}
+	return f.estimate, f.limit, f.estAt
+}
+
+// estimates calls fn for every scope with a remembered estimate.
+func (m *memory) estimates(fn func(scope string, est, limit float64, at time.Duration)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, k := range m.lru.Keys() {
+		if k.kind != memScope {
+			continue
+		}
+		if v, ok := m.lru.Peek(k); ok {
+			if f := v.(*scopeFacts); f.estimate > 0 {
+				fn(k.name, f.estimate, f.limit, f.estAt)
+			}
+		}
+	}
 }
 
 // len is the number of entries, for tests.

@@ -80,8 +80,25 @@ func simSettings(t testing.TB) *settings {
 // table the README quotes (go test ./adaptive -run TestSimFamilies -v).
 // It asserts what holds whatever the law: no request sent inside an
 // announced pause, and the same figures on a second run.
+//
+// SIM_TRACE=FILE writes every send and answer of every run to FILE, with
+// the law's state at each answer: what to read when a figure moves.
 func TestSimFamilies(t *testing.T) {
 	st := simSettings(t)
+	if name := os.Getenv("SIM_TRACE"); name != "" {
+		f, err := os.Create(name)
+		require.NoError(t, err)
+		defer f.Close()
+		var family string
+		simTrace = func(at int64, what string) { fmt.Fprintf(f, "%s %.6f %s\n", family, float64(at)/1e9, what) }
+		defer func() { simTrace = nil }()
+		for _, rtt := range simRTTs {
+			for _, sc := range simFamilies(rtt) {
+				family = fmt.Sprintf("[%s @ %v]", sc.Name, rtt)
+				simRun(sc, st)
+			}
+		}
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "| family | RTT | goodput (%% of capacity) | rejected | violations | breaker opened | median latency |\n|---|---|---|---|---|---|---|\n")
 	for _, rtt := range simRTTs {
@@ -176,19 +193,6 @@ func simFleetScope(i uint64) simScenario {
 	return sc
 }
 
-func TestSimTrace(t *testing.T) {
-	if os.Getenv("SIM_TRACE") == "" {
-		t.Skip()
-	}
-	var fam, rtt int
-	fmt.Sscan(os.Getenv("SIM_TRACE"), &fam, &rtt)
-	f, _ := os.Create(os.Getenv("SIM_TRACE_OUT"))
-	defer f.Close()
-	simTrace = func(at int64, what string) { fmt.Fprintf(f, "%d %s\n", at, what) }
-	defer func() { simTrace = nil }()
-	simRun(simFamilies(simRTTs[rtt])[fam], simSettings(t))
-}
-
 // TestSimSpread runs every family over several jitter seeds and prints the
 // range of each figure (SIM_SEEDS=10 go test ./adaptive -run TestSimSpread
 // -v): the noise a law change must beat to count.
@@ -203,15 +207,16 @@ func TestSimSpread(t *testing.T) {
 	fmt.Fprintf(&b, "| family | RTT | goodput over %d seeds (%% of capacity) | rejected |\n|---|---|---|---|\n", n)
 	for _, rtt := range simRTTs {
 		for i := range simFamilies(rtt) {
-			lo, hi, rlo, rhi := 1e9, -1.0, 1e9, -1.0
+			lo, hi, rlo, rhi, sum, rsum := 1e9, -1.0, 1e9, -1.0, 0.0, 0.0
 			for seed := 1; seed <= n; seed++ {
 				sc := simFamilies(rtt)[i]
 				sc.Seed = uint64(seed)
 				r := simRun(sc, st)
 				lo, hi = min(lo, r.share()), max(hi, r.share())
 				rlo, rhi = min(rlo, r.rejectedShare()), max(rhi, r.rejectedShare())
+				sum, rsum = sum+r.share(), rsum+r.rejectedShare()
 			}
-			fmt.Fprintf(&b, "| %s | %v | %.1f-%.1f %% | %.2f-%.2f %% |\n", simFamilies(rtt)[i].Name, rtt, 100*lo, 100*hi, 100*rlo, 100*rhi)
+			fmt.Fprintf(&b, "| %s | %v | %.1f-%.1f %% (%.1f) | %.2f-%.2f %% (%.2f) |\n", simFamilies(rtt)[i].Name, rtt, 100*lo, 100*hi, 100*sum/float64(n), 100*rlo, 100*rhi, 100*rsum/float64(n))
 		}
 	}
 	t.Log("\n" + b.String())

@@ -242,7 +242,7 @@ func simDrive(sc simScenario, st *settings, s *core) simResult {
 			waiting++
 		case evAnswer:
 			if simTrace != nil {
-				simTrace(e.t, fmt.Sprintf("answer %d ra %d rate %b", e.status, e.ra, s.pace.rate()))
+				simTrace(e.t, fmt.Sprintf("answer %d ra %d | rate %.3f lo %.3f %s limit %.1f inflight %d", e.status, e.ra, s.pace.rate(), s.law.Estimate(), s.law.Phase(), s.law.Limit(), s.inflight))
 			}
 			now := time.Duration(e.t)
 			o := outcome{status: int(e.status), rtt: now - e.p.law.Sent}

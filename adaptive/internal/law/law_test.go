@@ -32,6 +32,7 @@ type ev struct {
 	rate     float64
 	inflight int
 	inUse    bool
+	paced    bool // send: the pacer held it back
 	d        time.Duration
 
 	wantRate, wantEst, wantLimit float64
@@ -54,7 +55,7 @@ func play(t *testing.T, c law.Config, evs []ev) {
 		var v law.Verdict
 		switch e.do {
 		case "send":
-			tickets[e.id] = l.Sent(e.at, e.rate, max(e.inflight, 1), e.inUse)
+			tickets[e.id] = l.Sent(e.at, e.rate, max(e.inflight, 1), e.inUse, e.paced)
 		case "held":
 			l.Held(e.at)
 		case "ok", "429", "503":
@@ -96,7 +97,7 @@ func play(t *testing.T, c law.Config, evs []ev) {
 // and a send at rate came back accepted at the end: a clean, busy round.
 func busyRound(from time.Duration, id int, rate float64) []ev {
 	return []ev{
-		{at: from, do: "send", id: id, rate: rate},
+		{at: from, do: "send", id: id, rate: rate, paced: true},
 		{at: from + 10*ms, do: "held"},
 		{at: from + sec, do: "ok", id: id},
 	}
@@ -113,14 +114,14 @@ func seq(parts ...[]ev) []ev {
 func TestSlowStart(t *testing.T) {
 	t.Run("doubles per clean busy round", func(t *testing.T) {
 		play(t, cfg, seq(
-			[]ev{{do: "send", id: 1, rate: 2}, {at: 10 * ms, do: "held"}},
+			[]ev{{do: "send", id: 1, rate: 2, paced: true}, {at: 10 * ms, do: "held"}},
 			[]ev{{at: 500 * ms, do: "ok", id: 1, wantRate: 2, wantPhase: "slow-start"}}, // the round lasts a second
-			[]ev{{at: sec, do: "send", id: 2, rate: 2}, {at: sec, do: "ok", id: 2, wantRate: 4}},
+			[]ev{{at: sec, do: "send", id: 2, rate: 2, paced: true}, {at: sec, do: "ok", id: 2, wantRate: 4}},
 			busyRound(sec, 3, 4),
-			[]ev{{at: 2 * sec, do: "send", id: 4, rate: 8}, {at: 2*sec + 10*ms, do: "held"}, {at: 3 * sec, do: "ok", id: 4, wantRate: 16}},
+			[]ev{{at: 2 * sec, do: "send", id: 4, rate: 8, paced: true}, {at: 2*sec + 10*ms, do: "held"}, {at: 3 * sec, do: "ok", id: 4, wantRate: 16}},
 		))
 	})
-	t.Run("not when the rate was not the bottleneck", func(t *testing.T) {
+	t.Run("not when the rate was not the bottleneck (no send held back)", func(t *testing.T) {
 		play(t, cfg, []ev{
 			{do: "send", id: 1, rate: 2},
 			{at: sec, do: "ok", id: 1, wantRate: 2},
@@ -210,27 +211,56 @@ func TestThrottle(t *testing.T) {
 
 func TestProbe(t *testing.T) {
 	start := []ev{{do: "send", id: 1, rate: 20}, {at: 10 * ms, do: "429", id: 1, wantEst: 9.7}}
-	t.Run("after the gap, three clean busy rounds move the estimate up", func(t *testing.T) {
-		// the gap after a throttle with no pause is 10 s
-		evs := seq(start, busyRound(9*sec, 2, 9.7))
-		evs = append(evs, ev{at: 10 * sec, do: "send", id: 3, rate: 9.7}, ev{at: 10*sec + 10*ms, do: "held"},
-			ev{at: 11 * sec, do: "ok", id: 3, wantPhase: "probing", wantRate: 9.7 * 1.03})
+	// probes hold three busy rounds above the estimate; then it moves up
+	probe := func(from time.Duration, id int, est float64) []ev {
+		evs := []ev{}
 		for r := range 3 {
-			at := 11*sec + time.Duration(r)*sec
-			evs = append(evs, busyRound(at, 4+r, 9.7*1.03)...)
+			evs = append(evs, busyRound(from+time.Duration(r)*sec, id+r, est*1.03)...)
 		}
-		evs[len(evs)-1].wantEst, evs[len(evs)-1].wantPhase = 9.7*1.03, "steady"
+		evs[len(evs)-1].wantEst, evs[len(evs)-1].wantPhase = est*1.03, "steady"
+		return evs
+	}
+	t.Run("the first throttle brackets the capacity: search up two rounds later", func(t *testing.T) {
+		evs := seq(start,
+			busyRound(sec, 2, 9.7),
+			[]ev{{at: 2 * sec, do: "send", id: 3, rate: 9.7, paced: true}, {at: 3 * sec, do: "ok", id: 3, wantPhase: "probing", wantRate: 9.7 * 1.03}},
+			probe(3*sec, 4, 9.7),
+			// clean probes are cheap: the next comes two rounds later,
+			// twice as far above
+			busyRound(6*sec, 10, 9.7*1.03),
+			[]ev{{at: 7 * sec, do: "send", id: 11, rate: 9.7 * 1.03, paced: true}, {at: 8 * sec, do: "ok", id: 11, wantPhase: "probing", wantRate: 9.7 * 1.03 * 1.06}},
+		)
 		play(t, cfg, evs)
 	})
-	t.Run("a failed probe leaves the estimate", func(t *testing.T) {
-		evs := seq(start, busyRound(9*sec, 2, 9.7), busyRound(10*sec, 3, 9.7))
-		evs = append(evs, ev{at: 11 * sec, do: "send", id: 4, rate: 9.7 * 1.03},
-			ev{at: 11*sec + 10*ms, do: "429", id: 4, wantEst: 9.7, wantRate: 9.7, wantPhase: "steady", wantDecreased: yes})
+	t.Run("a failed probe leaves the estimate and waits the long gap", func(t *testing.T) {
+		evs := seq(start, busyRound(sec, 2, 9.7),
+			[]ev{{at: 2 * sec, do: "send", id: 3, rate: 9.7, paced: true}, {at: 3 * sec, do: "ok", id: 3, wantPhase: "probing"}},
+			[]ev{{at: 3 * sec, do: "send", id: 4, rate: 9.7 * 1.03},
+				{at: 3*sec + 10*ms, do: "429", id: 4, wantEst: 9.7, wantRate: 9.7, wantPhase: "steady", wantDecreased: yes}},
+			// no pause: the gap is the 10 s minimum
+			busyRound(12*sec, 5, 9.7),
+			[]ev{{at: 13 * sec, do: "send", id: 6, rate: 9.7, paced: true}, {at: 13*sec + 5*ms, do: "ok", id: 6, wantPhase: "steady"}},
+			busyRound(14*sec, 7, 9.7),
+			[]ev{{at: 15 * sec, do: "send", id: 8, rate: 9.7, paced: true}, {at: 15*sec + 5*ms, do: "ok", id: 8, wantPhase: "probing"}},
+		)
 		play(t, cfg, evs)
 	})
-	t.Run("no probe before the gap", func(t *testing.T) {
-		play(t, cfg, seq(start, busyRound(sec, 2, 9.7),
-			[]ev{{at: 2 * sec, do: "send", id: 3, rate: 9.7, wantPhase: "steady", wantRate: 9.7}}))
+	t.Run("the gap keeps failed probes' pauses under 2 % of the time, at most two minutes", func(t *testing.T) {
+		for _, tc := range []struct {
+			pause, gap time.Duration
+		}{{sec, 50 * sec}, {30 * sec, 2 * time.Minute}} {
+			evs := seq(start, busyRound(sec, 2, 9.7),
+				[]ev{{at: 2 * sec, do: "send", id: 3, rate: 9.7, paced: true}, {at: 3 * sec, do: "ok", id: 3, wantPhase: "probing"}},
+				[]ev{{at: 3 * sec, do: "send", id: 4, rate: 9.7 * 1.03},
+					{at: 3*sec + 10*ms, do: "pause", d: tc.pause},
+					{at: 3*sec + 10*ms, do: "429", id: 4, wantPhase: "steady"}},
+				busyRound(3*sec+tc.gap-2*sec, 5, 9.7),
+				[]ev{{at: 3*sec + tc.gap - sec, do: "send", id: 6, rate: 9.7, paced: true}, {at: 3*sec + tc.gap - sec + 5*ms, do: "ok", id: 6, wantPhase: "steady"}},
+				busyRound(3*sec+tc.gap, 7, 9.7),
+				[]ev{{at: 4*sec + tc.gap, do: "send", id: 8, rate: 9.7, paced: true}, {at: 4*sec + tc.gap + 5*ms, do: "ok", id: 8, wantPhase: "probing"}},
+			)
+			t.Run(tc.pause.String(), func(t *testing.T) { play(t, cfg, evs) })
+		}
 	})
 }
 
@@ -299,4 +329,95 @@ func TestRoundTrip(t *testing.T) {
 	l.RoundTrip(0)
 	l.RoundTrip(1600 * ms)
 	assert.Equal(t, 900*ms, l.RTT(), "smoothed by 1/8")
+}
+
+// Little's law: a fresh overload cuts the rate too (concurrency alone sends
+// in bursts), once per burst; the concurrency limit falls as before.
+func TestOverloadCutsTheRate(t *testing.T) {
+	play(t, cfg, []ev{
+		{do: "send", id: 1, rate: 16, inflight: 4}, {do: "send", id: 2, rate: 16, inflight: 4},
+		{at: 10 * ms, do: "503", id: 1, wantEst: 8 * 0.97, wantRate: 8 * 0.97, wantLimit: 3, wantDecreased: yes},
+		{at: 10 * ms, do: "503", id: 2, wantEst: 8 * 0.97, wantLimit: 3, wantFresh: no, wantDecreased: no},
+	})
+}
+
+// A server that never says no queues instead: when the round's mean round
+// trip climbs over 1.2 times the unloaded one, the limit falls to the knee;
+// under 1.1 times it may grow.
+func TestLatencyKnee(t *testing.T) {
+	c := cfg
+	c.StartConcurrency = 4
+	var l law.Law
+	l.Init(&c, 0)
+	answer := func(at time.Duration, rtt time.Duration, inUse bool) {
+		tk := l.Sent(at-rtt, 100, 8, inUse, false)
+		l.RoundTrip(rtt)
+		l.Observe(at, tk, law.Success)
+	}
+	// unloaded: 100 ms, and the limit in use grows (slow start: +1 per
+	// success), through the first round
+	for i := range 4 {
+		answer(100*ms+time.Duration(i)*ms, 100*ms, true)
+	}
+	require.Equal(t, 8.0, l.Limit())
+	assert.InDelta(t, float64(100*ms), float64(l.MinRTT()), float64(time.Microsecond))
+	answer(sec, 100*ms, false) // closes the first round
+	// queueing: 160 ms over the whole next round; in use, the limit does
+	// not grow once the smoothed round trip is over 1.1 times the unloaded
+	for i := range 20 {
+		answer(sec+time.Duration(i+1)*40*ms, 160*ms, i > 4)
+	}
+	assert.Equal(t, 8.0, l.Limit(), "no growth while queueing")
+	// the round closes: the limit falls to where the round trip would be
+	// 1.2 times the unloaded one, 8 × 1.2 × 100 / 160 = 6
+	answer(2*sec+10*ms, 160*ms, false)
+	assert.Equal(t, 6.0, l.Limit())
+}
+
+// Seed starts the law at a known capacity: no slow start; a law that has
+// measured keeps its measurement.
+func TestSeed(t *testing.T) {
+	var l law.Law
+	c := cfg
+	l.Init(&c, 0)
+	l.Seed(0, 40, 12)
+	assert.InDelta(t, 40*0.97, l.Estimate(), 1e-9)
+	assert.InDelta(t, 40*0.97, l.Rate(), 1e-9)
+	assert.Equal(t, law.Steady, l.Phase())
+	assert.Equal(t, 12.0, l.Limit())
+	l.Seed(0, 100, 0)
+	assert.InDelta(t, 40*0.97, l.Estimate(), 1e-9, "a second seed does not overwrite")
+	var m law.Law
+	m.Init(&c, 0)
+	m.Seed(0, 0, 0)
+	assert.Equal(t, law.SlowStart, m.Phase(), "nothing to seed from")
+}
+
+// After the breaker closes (or an unpark), the estimate it cut is a lower
+// bound: probe up from it within two rounds.
+func TestResumedProbesSoon(t *testing.T) {
+	evs := []ev{{do: "send", id: 1, rate: 20}, {at: 10 * ms, do: "429", id: 1, wantEst: 9.7},
+		{at: 20 * ms, do: "send", id: 2, rate: 9.7}, {at: 30 * ms, do: "pause", d: 30 * sec},
+		{at: 30 * ms, do: "429", id: 2}}
+	var l law.Law
+	c := cfg
+	l.Init(&c, 0)
+	tk := map[int]law.Ticket{}
+	for _, e := range evs {
+		switch e.do {
+		case "send":
+			tk[e.id] = l.Sent(e.at, e.rate, 1, false, false)
+		case "pause":
+			l.Paused(e.at, e.at+e.d, e.d)
+		case "429":
+			l.Observe(e.at, tk[e.id], law.Throttled)
+		}
+	}
+	l.Resumed(31 * sec)
+	for r := range 3 {
+		at := 31*sec + time.Duration(r)*sec
+		tk := l.Sent(at, l.Rate(), 1, false, true)
+		l.Observe(at+sec, tk, law.Success)
+	}
+	assert.Equal(t, law.Probing, l.Phase(), "probing two rounds after the resume, not two minutes")
 }

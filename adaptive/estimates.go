@@ -1,0 +1,85 @@
+package adaptive
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+)
+
+// estimateHalfLife is how fast a remembered estimate loses trust: a scope
+// created again starts at the estimate halved for each hour since it was
+// measured (TCP keeps its metrics cache in the same spirit), and probes up
+// from there.
+const estimateHalfLife = time.Hour
+
+func decayed(est float64, age time.Duration) float64 {
+	if age <= 0 {
+		return est
+	}
+	return est * math.Exp2(-age.Hours()/estimateHalfLife.Hours())
+}
+
+// estimatesFile is the JSON of ExportEstimates.
+type estimatesFile struct {
+	Version int                      `json:"version"`
+	Scopes  map[string]scopeEstimate `json:"scopes"`
+}
+
+type scopeEstimate struct {
+	Rate     float64   `json:"rate"`  // capacity estimate, req/s
+	Limit    float64   `json:"limit"` // concurrency limit
+	Measured time.Time `json:"measured"`
+}
+
+// maxImport bounds what ImportEstimates reads: a file is untrusted input.
+const maxImport = 8 << 20
+
+// ExportEstimates returns what the controller has learned of each scope's
+// capacity, live scopes and remembered ones, as a small JSON document, so
+// that a crawl started later can start warm (ImportEstimates): no slow
+// start, the estimate trusted less the older it is.
+func (c *Controller) ExportEstimates() ([]byte, error) {
+	f := estimatesFile{Version: 1, Scopes: map[string]scopeEstimate{}}
+	c.mem.estimates(func(scope string, est, limit float64, at time.Duration) {
+		f.Scopes[scope] = scopeEstimate{Rate: est, Limit: limit, Measured: c.at(at).UTC()}
+	})
+	now := c.now()
+	c.mu.RLock()
+	for k, s := range c.scopes {
+		s.mu.Lock()
+		if est := s.core.law.Estimate(); est > 0 {
+			f.Scopes[k] = scopeEstimate{Rate: est, Limit: s.core.law.Limit(), Measured: c.at(now).UTC()}
+		}
+		s.mu.Unlock()
+	}
+	c.mu.RUnlock()
+	return json.MarshalIndent(f, "", " ")
+}
+
+// ImportEstimates takes what ExportEstimates wrote (by this process or
+// another): scopes created from now on start at the estimate, halved for
+// each hour since it was measured, instead of slow-starting. Live scopes
+// keep what they measured. Entries that are not finite and positive are
+// refused with an error; nothing is imported then.
+func (c *Controller) ImportEstimates(data []byte) error {
+	if len(data) > maxImport {
+		return fmt.Errorf("%w: estimates: %d bytes, more than %d", ErrConfig, len(data), maxImport)
+	}
+	var f estimatesFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return fmt.Errorf("%w: estimates: %v", ErrConfig, err)
+	}
+	if f.Version != 1 {
+		return fmt.Errorf("%w: estimates: version %d, want 1", ErrConfig, f.Version)
+	}
+	for k, e := range f.Scopes {
+		if k == "" || !(e.Rate > 0) || math.IsInf(e.Rate, 0) || e.Limit < 0 || math.IsNaN(e.Limit) || math.IsInf(e.Limit, 0) || e.Measured.IsZero() {
+			return fmt.Errorf("%w: estimates: scope %q: rate %v, limit %v, measured %v", ErrConfig, k, e.Rate, e.Limit, e.Measured)
+		}
+	}
+	for k, e := range f.Scopes {
+		c.mem.keepEstimate(k, e.Rate, e.Limit, c.since(e.Measured))
+	}
+	return nil
+}
