@@ -23,6 +23,7 @@ type Controller struct {
 	origin  time.Time // scopes keep time as durations since it (monotonic)
 	streams *streams
 	mem     *memory // what outlives a scope: robots.txt, ceilings
+	fleet   *fleet  // with a Store: the fleet's side, nil otherwise
 	// peekBody: detectors that may read the body are configured (block-page
 	// markers, or a Classifier with Detectors of its own), so the transport
 	// shows them the first 16 KiB of bodies under 500.
@@ -43,7 +44,7 @@ func New(opts ...Option) (*Controller, error) {
 }
 
 func newController(st *settings) *Controller {
-	return &Controller{
+	c := &Controller{
 		peekBody: st.Classifier.Detectors != nil,
 		st:       st,
 		origin:   time.Now(),
@@ -51,6 +52,13 @@ func newController(st *settings) *Controller {
 		mem:      newMemory(st.MaxRemembered),
 		scopes:   make(map[string]*scope),
 	}
+	if st.Store != nil {
+		c.fleet = newFleet(st)
+		if n, ok := st.Store.(Notifier); ok {
+			c.fleet.unsubscribe = n.Subscribe(c.notified)
+		}
+	}
+	return c
 }
 
 // mustNew is New for the one-line constructors, which have no error to
@@ -177,15 +185,24 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 		if err != nil {
 			return Permit{}, err
 		}
-		switch {
-		case s.dead:
+		if s.dead {
 			// evicted between lookup and acquire: give the slot back, retry
-		case c.st.Store != nil && c.sharedPause(ctx, cl.key, s):
-			// another collector paused this scope: wait for it here
-		default:
-			return Permit{c: c, g: g}, nil
+			s.untake(g.t)
+			continue
 		}
-		s.untake(g.t)
+		if c.fleet != nil {
+			lease, err := c.fleetAcquire(ctx, cl.key, s, &g)
+			if err == errAgain {
+				s.untake(g.t) // the fleet's concurrency is in use: ask again
+				continue
+			}
+			if err != nil {
+				s.untake(g.t)
+				return Permit{}, err
+			}
+			g.lease = lease
+		}
+		return Permit{c: c, g: g}, nil
 	}
 }
 
@@ -239,9 +256,9 @@ func (c *Controller) outcomeOf(resp *http.Response, err error, body []byte) outc
 // finish records the outcome of grant g at now, then tells the Store,
 // the event streams and the log what it decided.
 func (c *Controller) finish(g grant, o *outcome, resp *http.Response, err error, now time.Duration) {
-	r := g.sc.record(now, g.t, o, c.st)
-	if c.st.Store != nil && r.share != 0 {
-		c.sharePause(g.key, g.sc, c.at(r.share), r.shareReason)
+	r, changed, version := g.sc.record(now, g.t, o, c.st, c.fleet != nil)
+	if c.fleet != nil {
+		c.fleetFinish(g.key, g.sc, g.lease, r, now, changed, version)
 	}
 	if !o.class.Signal() && o.class != classify.Blocked {
 		return
@@ -400,46 +417,4 @@ func (s *scope) snapshot(c *Controller, key string) Snapshot {
 		snap.ThrottledRatio = float64(t) / float64(t+ok)
 	}
 	return snap
-}
-
-// sharedPause reads the scope's shared pause just before a send, outside
-// any lock, and adopts it (with a jitter of this collector's own) if it ends
-// later than the local one. It reports whether the send must wait.
-func (c *Controller) sharedPause(ctx context.Context, key string, s *scope) bool {
-	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
-	defer cancel()
-	until, reason, err := c.st.Store.Pause(ctx, key)
-	if err != nil {
-		c.storeError("read", key, err)
-		return false
-	}
-	now := c.now()
-	if u := c.since(until); u > now {
-		return s.adopt(now, u, reason, c.st)
-	}
-	return false
-}
-
-// sharePause writes a pause decided here (its deadline without jitter) to
-// the shared Store, and adopts the store's answer if another collector's
-// pause ends later.
-func (c *Controller) sharePause(key string, s *scope, until time.Time, reason Reason) {
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	defer cancel()
-	got, gotReason, err := c.st.Store.ExtendPause(ctx, key, until, reason)
-	if err != nil {
-		c.storeError("write", key, err)
-		return
-	}
-	if got.After(until) {
-		s.adopt(c.now(), c.since(got), gotReason, c.st)
-	}
-}
-
-func (c *Controller) storeError(op, scope string, err error) {
-	l := c.st.Logger
-	if l == nil {
-		l = slog.Default()
-	}
-	l.Warn("adaptive: store "+op+" failed; the local pause gate still holds", "scope", scope, "err", err)
 }

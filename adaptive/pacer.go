@@ -17,6 +17,9 @@ type pacer struct {
 	quota      float64       // quota-header ceiling, req/s (0: none)
 	quotaUntil time.Duration // the quota ceiling lapses then
 	why        Reason        // which ceiling binds; ReasonRate when none does
+	// share is the part of the rate this process may use: 1, or its share
+	// of a fleet whose shared store is unreachable (0 means 1)
+	share float64
 }
 
 // sync recomputes the rate in force from the law's rate and the ceilings,
@@ -32,6 +35,9 @@ func (p *pacer) sync(now time.Duration, c *core) bool {
 	}
 	c.law.SetCeiling(ceil)
 	r := c.law.Rate()
+	if p.share > 0 && p.share < 1 {
+		r *= p.share
+	}
 	if ceil > 0 && r >= ceil {
 		r = ceil
 	} else {

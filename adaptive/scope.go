@@ -16,8 +16,9 @@ type scope struct {
 	core     core
 	line     line
 	lastUsed time.Duration
-	memGen   uint32 // the memory generation the Crawl-delay was last read at
-	dead     bool   // evicted: look the key up again (set under Controller.mu too)
+	memGen   uint32      // the memory generation the Crawl-delay was last read at
+	dead     bool        // evicted: look the key up again (set under Controller.mu too)
+	fl       *scopeFleet // with a Store: the fleet's view, nil until used
 }
 
 func newScope(key string, r *rule, now time.Duration, seed uint64) *scope {
@@ -29,9 +30,10 @@ func newScope(key string, r *rule, now time.Duration, seed uint64) *scope {
 // grant is one send granted by a scope. It is a value: taking one
 // allocates nothing.
 type grant struct {
-	sc  *scope
-	key string
-	t   ticket
+	sc    *scope
+	key   string
+	t     ticket
+	lease string // with a Store: the fleet's lease ("" when the store was down)
 }
 
 // acquire waits politely for a send slot. Only the head of the line waits
@@ -46,7 +48,7 @@ func (s *scope) acquire(ctx context.Context, c *Controller, key string, now time
 	s.pullCeilings(c, key, now, crawlDelay)
 	if len(s.line) == 0 {
 		if d := s.core.decide(now, st); d.kind == sendNow {
-			g := grant{s, key, s.core.take(now)}
+			g := grant{sc: s, key: key, t: s.core.take(now)}
 			s.mu.Unlock()
 			return g, nil
 		} else if d.kind == fail {
@@ -71,7 +73,7 @@ func (s *scope) acquire(ctx context.Context, c *Controller, key string, now time
 		d := s.core.decide(now, st)
 		switch d.kind {
 		case sendNow:
-			g := grant{s, key, s.core.take(now)}
+			g := grant{sc: s, key: key, t: s.core.take(now)}
 			s.line.pop()
 			s.mu.Unlock()
 			return g, nil
@@ -148,14 +150,20 @@ func (s *scope) leave(w *waiter, err error) error {
 	return err
 }
 
-// record returns the slot of t and applies its outcome.
-func (s *scope) record(now time.Duration, t ticket, o *outcome, st *settings) reaction {
+// record returns the slot of t and applies its outcome. With a fleet, it
+// also returns the law's shared part if it changed (nil otherwise) and the
+// fleet version it derives from.
+func (s *scope) record(now time.Duration, t ticket, o *outcome, st *settings, fleet bool) (reaction, []byte, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastUsed = now
 	r := s.core.record(now, t, o, st)
 	s.line.nudgeHead()
-	return r
+	if !fleet {
+		return r, nil, 0
+	}
+	changed, version := s.sharedChange(now)
+	return r, changed, version
 }
 
 // untake gives back a slot granted but not used (the scope was evicted
@@ -165,19 +173,6 @@ func (s *scope) untake(t ticket) {
 	s.core.untake(t)
 	s.line.nudgeHead()
 	s.mu.Unlock()
-}
-
-// adopt takes a pause announced elsewhere (the shared Store), with a jitter
-// of its own. It reports whether it did.
-func (s *scope) adopt(now, until time.Duration, reason Reason, st *settings) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.core.gate.adopt(now, until, reason, st) {
-		return false
-	}
-	s.core.pace.b.Drain(s.core.gate.pausedUntil)
-	s.line.nudgeHead()
-	return true
 }
 
 // idle reports whether the scope can be evicted at now: nothing in flight,

@@ -6,74 +6,303 @@ import (
 	"time"
 )
 
-// Store holds the per-scope state that several collectors, in one process
-// or many, must share to be polite together: today the pause gate (a
-// throttle, an overload, a quota pause or a timed park seen by one
-// collector stops them all; a park until Unpark is not shared). Deadlines
-// are wall-clock times without jitter, so that processes on different
-// machines can compare them (keep their clocks in sync with NTP); each
-// collector adds a jitter of its own when it adopts one. A Redis-backed Store is planned; any
-// implementation must be safe for concurrent use and must never return a
-// deadline earlier than one it was given ("the longest pause wins").
+// Store is what a fleet of collectors, in one process or many, shares for
+// each scope so that the fleet is one polite client: one send schedule at
+// one rate, one law (its estimate and the epochs that make a throttle count
+// once across the fleet), one pause, one concurrency budget as leases that
+// expire. Every duration is on the store's own clock: no deadline is
+// compared against another machine's clock.
+//
+// The law's state travels as an opaque, versioned value: the store keeps
+// it and compares versions, the collectors compute it (there is one law,
+// in Go). MemoryStore serves collectors in one process; package redisstore
+// serves processes on many machines. Implementations must be safe for
+// concurrent use.
 type Store interface {
-	// ExtendPause records that scope is paused until until for reason. A
-	// later deadline already stored wins. It returns the deadline in force
-	// and its reason.
-	ExtendPause(ctx context.Context, scope string, until time.Time, reason Reason) (time.Time, Reason, error)
-	// Pause returns the scope's deadline in force and its reason; the zero
-	// time when there is none.
-	Pause(ctx context.Context, scope string) (time.Time, Reason, error)
+	// Acquire asks for one send on a scope: a lease on one of the fleet's
+	// concurrency slots, the next slot of the scope's send schedule at the
+	// rate asked, and the wait before it (a shared pause in force
+	// included). It also returns the fleet's law state when its version
+	// differs from the caller's, and stores the caller's (Seed) when the
+	// fleet has none (a store restarted empty re-seeds from its clients).
+	Acquire(ctx context.Context, a Acquisition) (Grant, error)
+	// Release returns a lease (if any) and publishes what the caller
+	// decided: a pause to extend, a law state to commit if the stored one
+	// is still the version it was derived from.
+	Release(ctx context.Context, r Release) (Settlement, error)
+	// Renew extends the leases a process holds on a scope (a long
+	// download): leases not renewed expire, so a process that dies holds
+	// no slot for long.
+	Renew(ctx context.Context, scope, process string, leases []string, ttl time.Duration) error
 }
 
-// MemoryStore is a Store for collectors in one process. Its zero value is
-// ready to use; it is safe for concurrent use. Expired deadlines are dropped
-// as new ones arrive, so it holds at most the scopes paused right now (plus
-// those expired since the last sweep).
+// Notifier is a Store that tells its clients of a pause as soon as one is
+// shared, so that a send waiting for its slot does not go out into it (a
+// fleet-wide pause voids the slots handed out before it). Subscribe calls
+// fn for every pause shared from now on, until cancel is called; fn must
+// not block.
+type Notifier interface {
+	Subscribe(fn func(scope string, pause time.Duration, reason Reason)) (cancel func())
+}
+
+// Acquisition is a request for one send (Store.Acquire).
+type Acquisition struct {
+	Scope   string
+	Process string  // the caller's name in the fleet, unique per process
+	Rate    float64 // the rate the fleet sends at, as the caller knows it (its ceilings applied), req/s
+	Limit   int     // the fleet's concurrency limit, as the caller knows it
+	// Version is the version of the law state the caller holds (0: none);
+	// Seed its state, stored if the fleet has none.
+	Version uint64
+	Seed    []byte
+	// LeaseTTL is how long the lease lives unless renewed; the process is
+	// counted live on the scope for three times as long.
+	LeaseTTL time.Duration
+}
+
+// Grant is what Store.Acquire gave.
+type Grant struct {
+	// Lease names the lease taken; "" when the fleet's limit is in use:
+	// ask again after Wait.
+	Lease string
+	// Wait is how long to wait before sending (or before asking again).
+	Wait time.Duration
+	// Paused is the part of Wait that is a shared pause, and Reason why.
+	Paused time.Duration
+	Reason Reason
+	// State and Version are the fleet's law state when Version differs
+	// from the one asked with (State nil otherwise).
+	State   []byte
+	Version uint64
+	// Live is how many processes acquired on the scope lately, this one
+	// included.
+	Live int
+}
+
+// Release returns a lease and publishes decisions (Store.Release).
+type Release struct {
+	Scope   string
+	Process string
+	Lease   string // "" for none
+	// Pause extends the shared pause to at least this long from now (0:
+	// none); no jitter: every collector adds its own.
+	Pause  time.Duration
+	Reason Reason
+	// State, if not nil, is committed when the stored version is
+	// Version; the new version is Version+1.
+	State   []byte
+	Version uint64
+}
+
+// Settlement is what Store.Release did.
+type Settlement struct {
+	// Committed: State was stored. Otherwise State and Version are the
+	// fleet's (another process committed first).
+	Committed bool
+	State     []byte
+	Version   uint64
+	// Paused is the shared pause in force, and Reason why.
+	Paused time.Duration
+	Reason Reason
+}
+
+// MemoryStore is a Store for collectors in one process (several Controllers
+// crawling the same sites). Its zero value is ready to use; it is safe for
+// concurrent use. Scopes unused for ten minutes are dropped as new ones
+// arrive.
 type MemoryStore struct {
 	mu        sync.Mutex
-	m         map[string]storedPause
-	lastSweep time.Time
+	m         map[string]*memoryScope                        // guarded by mu
+	lastSweep time.Time                                      // guarded by mu
+	seq       uint64                                         // guarded by mu: lease names
+	subs      map[uint64]func(string, time.Duration, Reason) // guarded by mu
+	// now reads the store's clock; nil means time.Now
+	now func() time.Time
 }
 
-type storedPause struct {
-	until  time.Time
-	reason Reason
+type memoryScope struct {
+	tat        time.Time // the schedule's next slot
+	pauseUntil time.Time
+	reason     Reason
+	state      []byte
+	version    uint64
+	leases     map[string]time.Time // lease -> expiry
+	procs      map[string]time.Time // process -> expiry
+	used       time.Time
 }
 
-// ExtendPause implements Store.
-func (m *MemoryStore) ExtendPause(_ context.Context, scope string, until time.Time, reason Reason) (time.Time, Reason, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.m == nil {
-		m.m = make(map[string]storedPause)
+const memoryStoreIdle = 10 * time.Minute
+
+func (m *MemoryStore) clock() time.Time {
+	if m.now != nil {
+		return m.now()
 	}
-	now := time.Now()
+	return time.Now()
+}
+
+func (m *MemoryStore) scopeLocked(name string, now time.Time) *memoryScope {
+	if m.m == nil {
+		m.m = make(map[string]*memoryScope)
+	}
 	if now.Sub(m.lastSweep) > time.Minute {
 		m.lastSweep = now
-		for k, p := range m.m {
-			if !now.Before(p.until) {
+		for k, s := range m.m {
+			if now.Sub(s.used) > memoryStoreIdle && !now.Before(s.pauseUntil) {
 				delete(m.m, k)
 			}
 		}
 	}
-	cur := m.m[scope]
-	if until.After(cur.until) {
-		cur = storedPause{until: until, reason: reason}
-		m.m[scope] = cur
+	s := m.m[name]
+	if s == nil {
+		s = &memoryScope{leases: map[string]time.Time{}, procs: map[string]time.Time{}}
+		m.m[name] = s
 	}
-	return cur.until, cur.reason, nil
+	s.used = now
+	return s
 }
 
-// Pause implements Store.
-func (m *MemoryStore) Pause(_ context.Context, scope string) (time.Time, Reason, error) {
+// Acquire implements Store.
+func (m *MemoryStore) Acquire(_ context.Context, a Acquisition) (Grant, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p := m.m[scope]
-	return p.until, p.reason, nil
+	now := m.clock()
+	s := m.scopeLocked(a.Scope, now)
+	for k, exp := range s.procs {
+		if !now.Before(exp) {
+			delete(s.procs, k)
+		}
+	}
+	s.procs[a.Process] = now.Add(3 * a.LeaseTTL)
+	var g Grant
+	g.Live = len(s.procs)
+	if s.state == nil && a.Seed != nil {
+		// a store empty of this scope (new, or restarted) takes the
+		// client's view; it is version 1, the client's own
+		s.state, s.version = append([]byte(nil), a.Seed...), 1
+		a.Version = 1
+	}
+	if s.version != a.Version {
+		g.State, g.Version = append([]byte(nil), s.state...), s.version
+	} else {
+		g.Version = s.version
+	}
+	if now.Before(s.pauseUntil) {
+		g.Paused, g.Reason = s.pauseUntil.Sub(now), s.reason
+	}
+	for k, exp := range s.leases {
+		if !now.Before(exp) {
+			delete(s.leases, k)
+		}
+	}
+	if a.Limit > 0 && len(s.leases) >= a.Limit {
+		// the fleet's limit is in use: ask again when the first lease
+		// could be back, or after a short while
+		g.Wait = max(g.Paused, 10*time.Millisecond)
+		return g, nil
+	}
+	m.seq++
+	g.Lease = a.Process + "/" + itoa(m.seq)
+	s.leases[g.Lease] = now.Add(a.LeaseTTL)
+	slot := now
+	if s.tat.After(slot) {
+		slot = s.tat
+	}
+	if s.pauseUntil.After(slot) {
+		slot = s.pauseUntil
+	}
+	s.tat = slot.Add(interval(a.Rate))
+	g.Wait = slot.Sub(now)
+	return g, nil
 }
 
-// storeTimeout bounds one call to the Store. The shared pause is read
-// before every send and written after every pause, outside any lock; a slow
-// store delays a send by at most this much, and its errors are logged, never
-// fatal (the local gate still holds).
+// Release implements Store.
+func (m *MemoryStore) Release(_ context.Context, r Release) (Settlement, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock()
+	s := m.scopeLocked(r.Scope, now)
+	if r.Lease != "" {
+		delete(s.leases, r.Lease)
+	}
+	if r.Pause > 0 {
+		if until := now.Add(r.Pause); until.After(s.pauseUntil) {
+			s.pauseUntil, s.reason = until, r.Reason
+			for _, fn := range m.subs {
+				fn(r.Scope, r.Pause, r.Reason)
+			}
+		}
+	}
+	var st Settlement
+	if r.State != nil {
+		if s.version == r.Version {
+			s.state, s.version = append([]byte(nil), r.State...), r.Version+1
+			st.Committed = true
+		}
+	}
+	st.Version = s.version
+	if !st.Committed {
+		st.State = append([]byte(nil), s.state...)
+	}
+	if now.Before(s.pauseUntil) {
+		st.Paused, st.Reason = s.pauseUntil.Sub(now), s.reason
+	}
+	return st, nil
+}
+
+// Subscribe implements Notifier.
+func (m *MemoryStore) Subscribe(fn func(scope string, pause time.Duration, reason Reason)) (cancel func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.subs == nil {
+		m.subs = map[uint64]func(string, time.Duration, Reason){}
+	}
+	m.seq++
+	id := m.seq
+	m.subs[id] = fn
+	return func() {
+		m.mu.Lock()
+		delete(m.subs, id)
+		m.mu.Unlock()
+	}
+}
+
+// Renew implements Store.
+func (m *MemoryStore) Renew(_ context.Context, scope, process string, leases []string, ttl time.Duration) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock()
+	s := m.scopeLocked(scope, now)
+	for _, l := range leases {
+		if _, ok := s.leases[l]; ok {
+			s.leases[l] = now.Add(ttl)
+		}
+	}
+	s.procs[process] = now.Add(3 * ttl)
+	return nil
+}
+
+// interval is the gap between sends at rate r, at most longestPause.
+func interval(r float64) time.Duration {
+	if !(r > 0) {
+		return longestPause
+	}
+	return seconds(1 / r)
+}
+
+func itoa(n uint64) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			return string(b[i:])
+		}
+	}
+}
+
+// storeTimeout bounds one call to the Store. A slow store delays a send by
+// at most this much; an error falls back to the local view, never to no
+// limit at all.
 const storeTimeout = time.Second

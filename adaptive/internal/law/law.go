@@ -103,6 +103,7 @@ type Ticket struct {
 	CEpoch   uint32  // concurrency decreases before it was sent
 	InFlight int32   // requests in flight when it was sent, itself included
 	InUse    bool    // the concurrency limit was in use when it was sent
+	Paced    bool    // a pacer held it back
 }
 
 // Verdict is what the law made of one answer.
@@ -222,7 +223,15 @@ func (l *Law) Sent(now time.Duration, rate float64, inflight int, inUse, paced b
 			l.roundPaced++
 		}
 	}
-	return Ticket{Sent: now, Rate: rate, Epoch: l.epoch, CEpoch: l.cepoch, InFlight: int32(inflight), InUse: inUse}
+	return Ticket{Sent: now, Rate: rate, Epoch: l.epoch, CEpoch: l.cepoch, InFlight: int32(inflight), InUse: inUse, Paced: paced}
+}
+
+// PacedElsewhere tells the law that the last send was held back by a pacer
+// outside it (a fleet's shared schedule): the rate was its bottleneck.
+func (l *Law) PacedElsewhere() {
+	if l.roundPaced < l.roundSends {
+		l.roundPaced++
+	}
 }
 
 // Held tells the law that the pacer held a send back at now. A round in
@@ -586,4 +595,55 @@ func seconds(x float64) time.Duration {
 		return 0
 	}
 	return time.Duration(x * float64(time.Second))
+}
+
+// Shared is the part of a law a fleet of processes shares for one scope:
+// the rate the fleet sends at and its estimate, the probe step, the
+// concurrency limit, the phase, and the epochs that make a throttle count
+// once across the fleet. NextProbe is relative to when it was taken.
+type Shared struct {
+	Rate, Estimate, Step, DownStep, Limit float64
+	Epoch, CEpoch                         uint32
+	Phase                                 Phase
+	NextProbe                             time.Duration
+}
+
+// Shared returns the law's shared part at now.
+func (l *Law) Shared(now time.Duration) Shared {
+	return Shared{
+		Rate: l.rate, Estimate: l.est, Step: l.step, DownStep: l.downStep, Limit: l.limit,
+		Epoch: l.epoch, CEpoch: l.cepoch, Phase: l.ph, NextProbe: max(l.nextProbe-now, 0),
+	}
+}
+
+// Adopt takes the fleet's shared state at now: what another process decided
+// (a decrease it saw, a probe it started) becomes this law's. Requests sent
+// before carry the old epochs: their signals are the tail of what the fleet
+// already answered. Round accounting starts again. Values that make no
+// sense are ignored.
+func (l *Law) Adopt(now time.Duration, s Shared) {
+	if !(s.Rate > 0) || !(s.Limit >= 1) || math.IsInf(s.Rate, 0) || math.IsInf(s.Limit, 0) || s.Estimate < 0 || s.Phase > Probing {
+		return
+	}
+	moved := s.Rate != l.rate || s.Epoch != l.epoch || s.Phase != l.ph
+	l.rate, l.est = s.Rate, s.Estimate
+	if s.Step > 0 && s.Step <= 1 {
+		l.step = s.Step
+	}
+	if s.DownStep > 0 && s.DownStep <= 0.5 {
+		l.downStep = s.DownStep
+	}
+	if s.CEpoch != l.cepoch {
+		// a decrease of the limit decided elsewhere; increases are each
+		// process's own
+		l.limit = math.Max(math.Min(s.Limit, float64(l.cfg.MaxConcurrency)), float64(l.cfg.MinConcurrency))
+		l.ssthresh = float32(l.limit)
+	}
+	l.epoch, l.cepoch, l.ph = s.Epoch, s.CEpoch, s.Phase
+	l.nextProbe = now + min(max(s.NextProbe, 0), maxProbeGap)
+	if moved {
+		// rounds judge one rate: a new one starts
+		l.probeRds = 0
+		l.newRound(now)
+	}
 }

@@ -421,3 +421,43 @@ func TestResumedProbesSoon(t *testing.T) {
 	}
 	assert.Equal(t, law.Probing, l.Phase(), "probing two rounds after the resume, not two minutes")
 }
+
+// A fleet shares part of a law: what one process decides (a decrease, a
+// probe) another adopts; the limit's own increases are not taken from the
+// fleet, its decreases are; a throttle of a request sent before the
+// adoption is the tail of what the fleet already answered.
+func TestSharedAndAdopt(t *testing.T) {
+	c := cfg
+	var a, b law.Law
+	a.Init(&c, 0)
+	b.Init(&c, 0)
+	tb := b.Sent(0, 16, 4, false, true)                            // b sends at slow start's 16/s...
+	ta := a.Sent(0, 16, 4, false, true)                            // ...and so does a
+	require.True(t, a.Observe(10*ms, ta, law.Throttled).Decreased) // a is throttled first
+	sh := a.Shared(10 * ms)
+	assert.InDelta(t, 8*0.97, sh.Estimate, 1e-9)
+	b.Adopt(20*ms, sh)
+	assert.InDelta(t, a.Rate(), b.Rate(), 1e-9)
+	assert.Equal(t, law.Steady, b.Phase())
+	v := b.Observe(30*ms, tb, law.Throttled)
+	assert.False(t, v.Fresh, "b's own throttle for a request sent before: the same burst")
+	assert.False(t, v.Decreased)
+
+	// the limit: b's own growth stays; a decrease elsewhere is taken
+	tk := b.Sent(40*ms, b.Rate(), 4, true, false)
+	b.Observe(50*ms, tk, law.Success)
+	grown := b.Limit()
+	sh = a.Shared(60 * ms)
+	sh.Limit = 2
+	b.Adopt(70*ms, sh)
+	assert.Equal(t, grown, b.Limit(), "no concurrency decrease in the fleet: b keeps its own")
+	sh.CEpoch++
+	b.Adopt(80*ms, sh)
+	assert.Equal(t, 2.0, b.Limit(), "a decrease decided elsewhere")
+
+	// nonsense from a store is ignored
+	before := b.Rate()
+	b.Adopt(90*ms, law.Shared{Rate: -1, Limit: 1})
+	b.Adopt(90*ms, law.Shared{Rate: 5, Limit: 0})
+	assert.Equal(t, before, b.Rate())
+}

@@ -1,0 +1,383 @@
+package adaptive
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/colly-polite/polite/adaptive/internal/law"
+)
+
+// fleet is the controller's side of a shared Store: one round trip to the
+// store before each send (the lease, the schedule's slot, the fleet's law),
+// one after (the lease back, the pause and the law decided here). When the
+// store fails, the controller falls back to a conservative local share of
+// what it last knew of the fleet (its rate and limit divided by the
+// processes seen), says so once, and comes back by itself.
+type fleet struct {
+	store   Store
+	process string
+	ttl     time.Duration
+	logger  *slog.Logger
+
+	mu     sync.Mutex
+	down   bool                 // guarded by mu: the last call failed
+	leases map[string]heldLease // guarded by mu: the leases held
+	// unsubscribe ends the Notifier's subscription, if the store is one
+	unsubscribe func()
+}
+
+type heldLease struct {
+	scope string
+	renew *time.Timer
+}
+
+// scopeFleet is a scope's view of the fleet. Guarded by scope.mu.
+type scopeFleet struct {
+	version uint64
+	live    int
+	shared  law.Shared // what was last adopted or committed
+}
+
+// notified adopts a pause another collector shared.
+func (c *Controller) notified(key string, pause time.Duration, reason Reason) {
+	c.mu.RLock()
+	s := c.scopes[key]
+	c.mu.RUnlock()
+	if s == nil {
+		return
+	}
+	now := c.now()
+	s.mu.Lock()
+	if s.core.gate.adopt(now, now+pause, reason, c.st) {
+		s.core.pace.b.Drain(s.core.gate.pausedUntil)
+		s.line.nudgeHead()
+	}
+	s.mu.Unlock()
+}
+
+func newFleet(st *settings) *fleet {
+	ttl := time.Minute
+	if st.AttemptTimeout > 0 {
+		ttl = st.AttemptTimeout + 10*time.Second
+	}
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	l := st.Logger
+	if l == nil {
+		l = slog.Default()
+	}
+	return &fleet{
+		store:   st.Store,
+		process: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:])),
+		ttl:     ttl,
+		logger:  l,
+		leases:  map[string]heldLease{},
+	}
+}
+
+// errAgain: the fleet's concurrency is in use; the caller waited and asks
+// again.
+var errAgain = errors.New("adaptive: fleet busy")
+
+// acquire asks the store for a send of grant g on scope s: it adopts the
+// fleet's law, waits for the slot, and returns the lease ("" when the store
+// is down: the local view decides). On errAgain the caller gives the local
+// slot back and asks again.
+func (c *Controller) fleetAcquire(ctx context.Context, key string, s *scope, g *grant) (string, error) {
+	f := c.fleet
+	s.mu.Lock()
+	a := Acquisition{Scope: key, Process: f.process, Rate: s.core.pace.rate(), Limit: s.core.limit(), LeaseTTL: f.ttl}
+	sf := s.fleetView()
+	a.Version = sf.version
+	if sf.version == 0 {
+		a.Seed = encodeShared(s.core.law.Shared(c.now()))
+	}
+	s.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	grant, err := f.store.Acquire(cctx, a)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		f.setDown(true, key, err)
+		c.fleetShare(s)
+		return "", nil
+	}
+	f.setDown(false, key, nil)
+	now := c.now()
+	s.mu.Lock()
+	if grant.State != nil {
+		s.adoptShared(now, grant.State, grant.Version)
+	} else {
+		sf.version = grant.Version
+	}
+	sf.live = max(grant.Live, 1)
+	s.core.pace.share = 1
+	s.core.pace.sync(now, &s.core)
+	s.mu.Unlock()
+	if grant.Lease == "" {
+		if err := sleepFor(ctx, grant.Wait); err != nil {
+			return "", err
+		}
+		return "", errAgain
+	}
+	if grant.Wait > c.st.MaxPause {
+		c.fleetRelease(key, s, grant.Lease, 0, ReasonNone, nil)
+		reason := grant.Reason
+		if reason == ReasonNone {
+			reason = ReasonRate
+		}
+		return "", &ScopeError{Scope: key, Reason: reason, PausedUntil: c.at(now + grant.Wait), Err: ErrPaused}
+	}
+	f.hold(key, grant.Lease)
+	if err := sleepFor(ctx, grant.Wait); err != nil {
+		c.fleetRelease(key, s, grant.Lease, 0, ReasonNone, nil)
+		return "", err
+	}
+	// a pause shared while this send waited for its slot voids the slot
+	// (the Notifier told this scope's gate): wait for the pause instead
+	now = c.now()
+	s.mu.Lock()
+	paused := s.core.gate.paused(now)
+	if grant.Wait > 0 && grant.Paused == 0 && !g.t.law.Paced {
+		// the fleet's schedule held it back: the rate is the bottleneck
+		s.core.law.PacedElsewhere()
+		g.t.law.Paced = true
+	}
+	s.mu.Unlock()
+	if paused {
+		c.fleetRelease(key, s, grant.Lease, 0, ReasonNone, nil)
+		return "", errAgain
+	}
+	g.t.law.Sent = now // sent now, not when the local slot was granted
+	return grant.Lease, nil
+}
+
+// fleetFinish publishes what record decided: the lease back, a pause to
+// share, the law's shared part if it changed. It adopts the fleet's answer.
+func (c *Controller) fleetFinish(key string, s *scope, lease string, r reaction, now time.Duration, changed []byte, version uint64) {
+	var pause time.Duration
+	if r.share > now {
+		pause = r.share - now
+	}
+	if lease == "" && pause == 0 && changed == nil {
+		return
+	}
+	c.fleetRelease(key, s, lease, pause, r.shareReason, changed, version)
+}
+
+func (c *Controller) fleetRelease(key string, s *scope, lease string, pause time.Duration, reason Reason, state []byte, version ...uint64) {
+	f := c.fleet
+	f.drop(key, lease)
+	rel := Release{Scope: key, Process: f.process, Lease: lease, Pause: pause, Reason: reason, State: state}
+	if len(version) > 0 {
+		rel.Version = version[0]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	st, err := f.store.Release(ctx, rel)
+	cancel()
+	if err != nil {
+		f.setDown(true, key, err)
+		c.fleetShare(s)
+		return
+	}
+	f.setDown(false, key, nil)
+	now := c.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sf := s.fleetView()
+	if st.Committed {
+		sf.version = st.Version
+	} else if st.State != nil && st.Version != sf.version {
+		s.adoptShared(now, st.State, st.Version)
+	}
+	if st.Paused > 0 && s.core.gate.adopt(now, now+st.Paused, st.Reason, c.st) {
+		s.core.pace.b.Drain(s.core.gate.pausedUntil)
+		s.line.nudgeHead()
+	}
+}
+
+// fleetShare puts scope s on its local share of the fleet: the rate and
+// limit last known, divided by the processes seen on it.
+func (c *Controller) fleetShare(s *scope) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	live := s.fleetView().live
+	s.core.pace.share = 1 / float64(max(live, 1))
+	s.core.pace.sync(c.now(), &s.core)
+}
+
+// fleetView is the scope's fleet state, created on first use. Called with
+// s.mu held.
+func (s *scope) fleetView() *scopeFleet {
+	if s.fl == nil {
+		s.fl = &scopeFleet{live: 1}
+	}
+	return s.fl
+}
+
+// adoptShared takes the fleet's law state. Called with s.mu held.
+func (s *scope) adoptShared(now time.Duration, state []byte, version uint64) {
+	sf := s.fleetView()
+	sh, ok := decodeShared(state)
+	sf.version = version
+	if !ok {
+		return
+	}
+	s.core.law.Adopt(now, sh)
+	sf.shared = s.core.law.Shared(now)
+	s.core.pace.sync(now, &s.core)
+}
+
+// sharedChange returns the law's shared part encoded if it changed since
+// it was last adopted or committed, and the version it derives from.
+// Called with s.mu held.
+func (s *scope) sharedChange(now time.Duration) ([]byte, uint64) {
+	sf := s.fleetView()
+	cur := s.core.law.Shared(now)
+	last := sf.shared
+	// the limit's additive increases are each process's own: only a
+	// decrease (a new concurrency epoch) is the fleet's business
+	cur.NextProbe, last.NextProbe, cur.Limit, last.Limit = 0, 0, 0, 0
+	if cur == last {
+		return nil, sf.version
+	}
+	sf.shared = s.core.law.Shared(now)
+	return encodeShared(sf.shared), sf.version
+}
+
+func (f *fleet) setDown(down bool, scope string, err error) {
+	f.mu.Lock()
+	was := f.down
+	f.down = down
+	f.mu.Unlock()
+	switch {
+	case down && !was:
+		f.logger.Warn("adaptive: shared store unreachable; each scope falls back to its share of the fleet", "scope", scope, "err", err)
+	case !down && was:
+		f.logger.Info("adaptive: shared store back; the fleet's schedule and law are shared again", "scope", scope)
+	}
+}
+
+// hold keeps a lease alive while it is held (a long download): a timer
+// renews it every third of its life, with no goroutine between renewals.
+func (f *fleet) hold(scope, lease string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var t *time.Timer
+	t = time.AfterFunc(f.ttl/3, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		err := f.store.Renew(ctx, scope, f.process, []string{lease}, f.ttl)
+		cancel()
+		f.setDown(err != nil, scope, err)
+		f.mu.Lock()
+		if f.leases[lease].renew == t {
+			t.Reset(f.ttl / 3)
+		}
+		f.mu.Unlock()
+	})
+	f.leases[lease] = heldLease{scope, t}
+}
+
+// drop stops renewing a lease given back.
+func (f *fleet) drop(scope, lease string) {
+	if lease == "" {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if h, ok := f.leases[lease]; ok {
+		h.renew.Stop()
+		delete(f.leases, lease)
+	}
+}
+
+// close stops renewing and gives every lease held back.
+func (f *fleet) close() {
+	f.mu.Lock()
+	held := f.leases
+	f.leases = map[string]heldLease{}
+	f.mu.Unlock()
+	for l, h := range held {
+		h.renew.Stop()
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		_, _ = f.store.Release(ctx, Release{Scope: h.scope, Process: f.process, Lease: l})
+		cancel()
+	}
+}
+
+// Close gives back what the controller holds in a shared Store (leases on
+// concurrency slots) and stops renewing them. Without a Store it does
+// nothing. The controller still works after Close, on its own.
+func (c *Controller) Close() error {
+	if c.fleet != nil {
+		c.fleet.close()
+		if c.fleet.unsubscribe != nil {
+			c.fleet.unsubscribe()
+		}
+	}
+	return nil
+}
+
+// sleepFor waits d, or until ctx ends.
+func sleepFor(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// The law's shared part travels as 61 bytes: a version byte, five
+// float64s, two uint32s, the phase and the next probe in nanoseconds.
+const sharedLen = 1 + 5*8 + 2*4 + 1 + 8
+
+func encodeShared(s law.Shared) []byte {
+	b := make([]byte, 0, sharedLen)
+	b = append(b, 1)
+	for _, f := range []float64{s.Rate, s.Estimate, s.Step, s.DownStep, s.Limit} {
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(f))
+	}
+	b = binary.BigEndian.AppendUint32(b, s.Epoch)
+	b = binary.BigEndian.AppendUint32(b, s.CEpoch)
+	b = append(b, byte(s.Phase))
+	return binary.BigEndian.AppendUint64(b, uint64(s.NextProbe))
+}
+
+// decodeShared reads what encodeShared wrote; anything else (a store's
+// value is untrusted) is refused.
+func decodeShared(b []byte) (law.Shared, bool) {
+	if len(b) != sharedLen || b[0] != 1 {
+		return law.Shared{}, false
+	}
+	var s law.Shared
+	fs := []*float64{&s.Rate, &s.Estimate, &s.Step, &s.DownStep, &s.Limit}
+	for i, p := range fs {
+		*p = math.Float64frombits(binary.BigEndian.Uint64(b[1+8*i:]))
+		if math.IsNaN(*p) {
+			return law.Shared{}, false
+		}
+	}
+	s.Epoch = binary.BigEndian.Uint32(b[41:])
+	s.CEpoch = binary.BigEndian.Uint32(b[45:])
+	s.Phase = law.Phase(b[49])
+	s.NextProbe = time.Duration(binary.BigEndian.Uint64(b[50:]))
+	return s, true
+}

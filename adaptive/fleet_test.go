@@ -1,0 +1,128 @@
+package adaptive_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/testserver"
+)
+
+// fleetCrawl runs n collectors (as n processes would have) on one host for
+// d, each with its own controller and the given store (nil: none), and
+// returns the host's statistics.
+func fleetCrawl(t *testing.T, n int, store adaptive.Store, p testserver.Policy, d time.Duration, opts ...adaptive.Option) testserver.Stats {
+	t.Helper()
+	var st testserver.Stats
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(p))
+		var wg sync.WaitGroup
+		for i := range n {
+			o := append([]adaptive.Option{adaptive.WithRobots(false), adaptive.WithJitterSeed(uint64(i + 1))}, opts...)
+			if store != nil {
+				o = append(o, adaptive.WithStore(store))
+			}
+			ctrl, err := adaptive.New(o...)
+			require.NoError(t, err)
+			t.Cleanup(func() { assertIdle(t, ctrl); _ = ctrl.Close() })
+			c := newCollectorWith(t, srv, ctrl)
+			wg.Go(func() { crawl(t, c, 10, d, srv.HostURL("a.test")) })
+		}
+		wg.Wait()
+		st = srv.Stats("a.test")
+	})
+	return st
+}
+
+// Three collectors sharing a store are one polite client: one schedule,
+// one law, one pause. Apart, each finds the limit on its own and they
+// overshoot it together.
+func TestFleetIsOneClient(t *testing.T) {
+	p := testserver.Policy{Limit: fixedWindow(20), Latency: testserver.Latency{Base: 100 * time.Millisecond}}
+	apart := fleetCrawl(t, 3, nil, p, 60*time.Second)
+	shared := fleetCrawl(t, 3, &adaptive.MemoryStore{}, p, 60*time.Second)
+	for name, st := range map[string]testserver.Stats{"apart": apart, "shared": shared} {
+		good := float64(window(st, 20*time.Second, 60*time.Second)) / 40
+		t.Logf("%s: goodput %.2f/s of 20, 429s %d of %d, violations %d", name, good, st.ByStatus[429], st.Requests, st.PauseViolations)
+	}
+	good := float64(window(shared, 20*time.Second, 60*time.Second)) / 40
+	assert.GreaterOrEqual(t, good, 0.9*20)
+	assert.Zero(t, shared.PauseViolations)
+	assert.Less(t, shared.ByStatus[429], apart.ByStatus[429], "fewer rejections than three clients apart")
+	assert.LessOrEqual(t, float64(shared.ByStatus[429]), 0.02*float64(shared.Requests))
+}
+
+// A ceiling (here Rule.Rate) applies to the fleet, not to each process.
+func TestFleetCeiling(t *testing.T) {
+	p := testserver.Policy{Latency: testserver.Latency{Base: 50 * time.Millisecond}}
+	rule := adaptive.WithDefault(adaptive.Rule{Rate: 5})
+	apart := fleetCrawl(t, 3, nil, p, 30*time.Second, rule)
+	shared := fleetCrawl(t, 3, &adaptive.MemoryStore{}, p, 30*time.Second, rule)
+	ra, rs := float64(window(apart, 10*time.Second, 30*time.Second))/20, float64(window(shared, 10*time.Second, 30*time.Second))/20
+	t.Logf("rate ceiling 5/s: %.2f/s apart, %.2f/s shared", ra, rs)
+	assert.Greater(t, ra, 10.0, "apart, each process has its own 5/s")
+	assert.LessOrEqual(t, rs, 5.05, "shared, the fleet has 5/s")
+	assert.GreaterOrEqual(t, rs, 4.5)
+}
+
+// failingStore works until broken, then fails every call.
+type failingStore struct {
+	adaptive.MemoryStore
+	broken atomic.Bool
+	calls  atomic.Int64
+}
+
+var errDown = errors.New("store down")
+
+func (f *failingStore) Acquire(ctx context.Context, a adaptive.Acquisition) (adaptive.Grant, error) {
+	f.calls.Add(1)
+	if f.broken.Load() {
+		return adaptive.Grant{}, errDown
+	}
+	return f.MemoryStore.Acquire(ctx, a)
+}
+
+func (f *failingStore) Release(ctx context.Context, r adaptive.Release) (adaptive.Settlement, error) {
+	if f.broken.Load() {
+		return adaptive.Settlement{}, errDown
+	}
+	return f.MemoryStore.Release(ctx, r)
+}
+
+// When the store fails, each process falls back to its share of what the
+// fleet last knew (its rate divided by the processes seen), never to the
+// full rate each: the fleet stays about as polite as before. Nothing hangs.
+func TestFleetStoreDownFallsBackToAShare(t *testing.T) {
+	store := &failingStore{}
+	p := testserver.Policy{Latency: testserver.Latency{Base: 50 * time.Millisecond}}
+	var st testserver.Stats
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(p))
+		var wg sync.WaitGroup
+		for i := range 3 {
+			ctrl, err := adaptive.New(adaptive.WithRobots(false), adaptive.WithJitterSeed(uint64(i+1)), adaptive.WithStore(store),
+				adaptive.WithDefault(adaptive.Rule{Rate: 6}))
+			require.NoError(t, err)
+			t.Cleanup(func() { assertIdle(t, ctrl); _ = ctrl.Close() })
+			c := newCollectorWith(t, srv, ctrl)
+			wg.Go(func() { crawl(t, c, 10, 40*time.Second, srv.HostURL("a.test")) })
+		}
+		time.AfterFunc(20*time.Second, func() { store.broken.Store(true) })
+		wg.Wait()
+		st = srv.Stats("a.test")
+	})
+	before := float64(window(st, 10*time.Second, 20*time.Second)) / 10
+	after := float64(window(st, 25*time.Second, 40*time.Second)) / 15
+	t.Logf("fleet rate with the store up %.2f/s, down %.2f/s (ceiling 6/s for the fleet)", before, after)
+	assert.LessOrEqual(t, before, 6.05)
+	assert.LessOrEqual(t, after, 6.3, "each process at a third, not at 6/s each")
+	assert.Greater(t, after, 3.0, "and not stopped either")
+}
