@@ -273,7 +273,8 @@ func (m *MemoryStore) Renew(_ context.Context, scope, process string, leases []s
 	now := m.clock()
 	s := m.scopeLocked(scope, now)
 	for _, l := range leases {
-		if _, ok := s.leases[l]; ok {
+		// a lease that expired is gone, swept or not
+		if exp, ok := s.leases[l]; ok && now.Before(exp) {
 			s.leases[l] = now.Add(ttl)
 		}
 	}

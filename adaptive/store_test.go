@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/adaptive/storetest"
 	"github.com/colly-polite/polite/testserver"
 )
 
@@ -70,68 +71,10 @@ func sharedPause(t *testing.T, store adaptive.Store, scope string) (time.Duratio
 	return g.Paused, g.Reason
 }
 
-// MemoryStore: the longest pause wins; the schedule spaces the fleet's
-// sends at the rate asked, after a pause; leases bound the fleet's
-// concurrency and expire; the law's state is committed only on the version
-// it derives from; an empty store takes its clients' state.
+// MemoryStore passes the Store conformance suite, in virtual time.
 func TestMemoryStore(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var m adaptive.MemoryStore
-		ctx := context.Background()
-		acq := func(scope string, rate float64, limit int) adaptive.Grant {
-			g, err := m.Acquire(ctx, adaptive.Acquisition{Scope: scope, Process: "p1", Rate: rate, Limit: limit, LeaseTTL: 10 * time.Second})
-			require.NoError(t, err)
-			return g
-		}
-		rel := func(r adaptive.Release) adaptive.Settlement {
-			r.Process = "p1"
-			st, err := m.Release(ctx, r)
-			require.NoError(t, err)
-			return st
-		}
-
-		st := rel(adaptive.Release{Scope: "a", Pause: time.Minute, Reason: adaptive.ReasonRetryAfter})
-		assert.Equal(t, time.Minute, st.Paused)
-		st = rel(adaptive.Release{Scope: "a", Pause: time.Second, Reason: adaptive.ReasonBackoff})
-		assert.Equal(t, time.Minute, st.Paused, "a shorter pause never shortens one in force")
-		assert.Equal(t, adaptive.ReasonRetryAfter, st.Reason)
-
-		// the schedule: 10/s, one slot after the other, a pause first
-		g1, g2, g3 := acq("a", 10, 0), acq("a", 10, 0), acq("a", 10, 0)
-		assert.Equal(t, []time.Duration{time.Minute, time.Minute + 100*time.Millisecond, time.Minute + 200*time.Millisecond},
-			[]time.Duration{g1.Wait, g2.Wait, g3.Wait})
-		assert.Equal(t, time.Minute, g1.Paused)
-		assert.Equal(t, 1, g1.Live)
-		b1 := acq("b", 10, 0)
-		assert.Zero(t, b1.Wait, "scopes are independent")
-
-		// leases: a limit of 2
-		c1, c2, c3 := acq("c", 100, 2), acq("c", 100, 2), acq("c", 100, 2)
-		require.NotEmpty(t, c1.Lease)
-		require.NotEmpty(t, c2.Lease)
-		assert.Empty(t, c3.Lease, "the fleet's limit is in use")
-		assert.Positive(t, c3.Wait)
-		rel(adaptive.Release{Scope: "c", Lease: c1.Lease})
-		assert.NotEmpty(t, acq("c", 100, 2).Lease, "a lease given back is free")
-		time.Sleep(11 * time.Second)
-		assert.NotEmpty(t, acq("c", 100, 2).Lease, "leases not renewed expire")
-
-		// the law: seeded by the first client, committed on its version
-		g, err := m.Acquire(ctx, adaptive.Acquisition{Scope: "d", Process: "p1", Rate: 1, Seed: []byte("s0"), LeaseTTL: time.Second})
-		require.NoError(t, err)
-		assert.Nil(t, g.State, "the seed is the caller's own state")
-		assert.Equal(t, uint64(1), g.Version)
-		g, err = m.Acquire(ctx, adaptive.Acquisition{Scope: "d", Process: "p2", Rate: 1, LeaseTTL: time.Second})
-		require.NoError(t, err)
-		assert.Equal(t, []byte("s0"), g.State, "another process gets it")
-		assert.Equal(t, uint64(1), g.Version)
-		assert.Equal(t, 2, g.Live)
-		st = rel(adaptive.Release{Scope: "d", State: []byte("s1"), Version: 1})
-		assert.True(t, st.Committed)
-		assert.Equal(t, uint64(2), st.Version)
-		st = rel(adaptive.Release{Scope: "d", State: []byte("s1'"), Version: 1})
-		assert.False(t, st.Committed, "derived from a version that is gone")
-		assert.Equal(t, []byte("s1"), st.State)
-		assert.Equal(t, uint64(2), st.Version)
+	storetest.Run(t, storetest.Harness{
+		New:     func(*testing.T) adaptive.Store { return &adaptive.MemoryStore{} },
+		Virtual: true,
 	})
 }

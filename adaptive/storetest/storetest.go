@@ -1,0 +1,346 @@
+// Package storetest is the conformance suite of adaptive.Store: what every
+// store must do for a fleet of collectors to be one polite client. The
+// stores of this module run it (MemoryStore in virtual time, redisstore
+// against a real redis-server); a store of your own can run it too:
+//
+//	func TestMyStore(t *testing.T) {
+//		storetest.Run(t, storetest.Harness{
+//			New:   func(t *testing.T) adaptive.Store { return newEmptyStore(t) },
+//			Slack: 100 * time.Millisecond,
+//		})
+//	}
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/colly-polite/polite/adaptive"
+)
+
+// Harness says how to make the store under test.
+type Harness struct {
+	// New returns an empty store, one per test. With Virtual it is called
+	// inside the test's synctest bubble.
+	New func(t *testing.T) adaptive.Store
+	// Virtual runs each test in a synctest bubble: for a store that reads
+	// the process's clock (time.Now), whose waits are then exact. A store
+	// on another clock (a server's) runs in real time: its tests sleep,
+	// for a few seconds in all, and run in parallel.
+	Virtual bool
+	// Slack is how far a duration the store reports may be off (the store's
+	// clock runs during a round trip). 0 means exact.
+	Slack time.Duration
+}
+
+// ttl is the lease TTL the tests ask for: a second, the shortest a store
+// need honour.
+const ttl = time.Second
+
+// Run runs the suite, one subtest per behaviour.
+func Run(t *testing.T, h Harness) {
+	tests := []struct {
+		name string
+		fn   func(*env)
+	}{
+		{"Pauses", pauses},
+		{"Schedule", schedule},
+		{"Leases", leases},
+		{"Renew", renew},
+		{"Law", lawState},
+		{"Live", live},
+		{"Concurrent", concurrent},
+		{"Notifier", notifier},
+		{"Scopes", scopes},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if h.Virtual {
+				synctest.Test(t, func(t *testing.T) { tc.fn(&env{t: t, s: h.New(t), slack: h.Slack}) })
+				return
+			}
+			t.Parallel()
+			tc.fn(&env{t: t, s: h.New(t), slack: h.Slack})
+		})
+	}
+}
+
+type env struct {
+	t     *testing.T
+	s     adaptive.Store
+	slack time.Duration
+}
+
+func (e *env) acquire(a adaptive.Acquisition) adaptive.Grant {
+	e.t.Helper()
+	if a.Process == "" {
+		a.Process = "p1"
+	}
+	if a.LeaseTTL == 0 {
+		a.LeaseTTL = ttl
+	}
+	g, err := e.s.Acquire(context.Background(), a)
+	require.NoError(e.t, err)
+	return g
+}
+
+func (e *env) release(r adaptive.Release) adaptive.Settlement {
+	e.t.Helper()
+	if r.Process == "" {
+		r.Process = "p1"
+	}
+	st, err := e.s.Release(context.Background(), r)
+	require.NoError(e.t, err)
+	return st
+}
+
+// near asserts got is want within the slack (and never above want: the
+// store's clock only runs forward).
+func (e *env) near(want, got time.Duration, msg string) {
+	e.t.Helper()
+	assert.LessOrEqual(e.t, got, want, msg)
+	assert.GreaterOrEqual(e.t, got, want-e.slack, msg)
+}
+
+// The longest pause wins, with its reason; a pause ends; a negative or
+// zero pause is none.
+func pauses(e *env) {
+	st := e.release(adaptive.Release{Scope: "a", Pause: 2 * time.Second, Reason: adaptive.ReasonRetryAfter})
+	e.near(2*time.Second, st.Paused, "the pause shared")
+	assert.Equal(e.t, adaptive.ReasonRetryAfter, st.Reason)
+	st = e.release(adaptive.Release{Scope: "a", Pause: time.Second, Reason: adaptive.ReasonBackoff})
+	e.near(2*time.Second, st.Paused, "a shorter pause never shortens one in force")
+	assert.Equal(e.t, adaptive.ReasonRetryAfter, st.Reason, "nor changes its reason")
+	st = e.release(adaptive.Release{Scope: "a", Pause: -time.Hour, Reason: adaptive.ReasonBackoff})
+	e.near(2*time.Second, st.Paused, "a negative pause is none")
+
+	g := e.acquire(adaptive.Acquisition{Scope: "a", Rate: 1})
+	e.near(2*time.Second, g.Paused, "Acquire reports the pause")
+	assert.Equal(e.t, adaptive.ReasonRetryAfter, g.Reason)
+	assert.Equal(e.t, g.Paused, g.Wait, "the first slot is the pause's end")
+	e.release(adaptive.Release{Scope: "a", Lease: g.Lease})
+
+	time.Sleep(2*time.Second + e.slack)
+	st = e.release(adaptive.Release{Scope: "a"})
+	assert.Zero(e.t, st.Paused, "the pause is over")
+	assert.Equal(e.t, adaptive.ReasonNone, st.Reason)
+}
+
+// The schedule spaces the fleet's sends at the rate asked, one slot after
+// the other; a rate that is not a positive number is no license to send at
+// once.
+func schedule(e *env) {
+	g1 := e.acquire(adaptive.Acquisition{Scope: "s", Rate: 10})
+	g2 := e.acquire(adaptive.Acquisition{Scope: "s", Rate: 10})
+	g3 := e.acquire(adaptive.Acquisition{Scope: "s", Rate: 10})
+	e.near(0, g1.Wait, "the first send goes at once")
+	e.near(100*time.Millisecond, g2.Wait, "the second a slot later")
+	e.near(200*time.Millisecond, g3.Wait, "the third two slots later")
+	assert.Zero(e.t, g2.Paused, "a slot is not a pause")
+	assert.NotEqual(e.t, g1.Lease, g2.Lease, "leases are distinct")
+
+	time.Sleep(300 * time.Millisecond)
+	g := e.acquire(adaptive.Acquisition{Scope: "s", Rate: 10})
+	e.near(0, g.Wait, "a schedule that fell behind does not bank sends")
+	g = e.acquire(adaptive.Acquisition{Scope: "s", Rate: 10})
+	e.near(100*time.Millisecond, g.Wait, "nor sends two at once")
+
+	for _, rate := range []float64{0, -1} {
+		scope := fmt.Sprintf("zero%v", rate)
+		e.acquire(adaptive.Acquisition{Scope: scope, Rate: rate})
+		g := e.acquire(adaptive.Acquisition{Scope: scope, Rate: 1})
+		assert.Greater(e.t, g.Wait, time.Hour, "after a send at rate %v the next slot is far off", rate)
+	}
+}
+
+// Leases bound the fleet's concurrency; one given back is free; one not
+// renewed expires.
+func leases(e *env) {
+	a := adaptive.Acquisition{Scope: "c", Rate: 1000, Limit: 2}
+	c1, c2, c3 := e.acquire(a), e.acquire(a), e.acquire(a)
+	require.NotEmpty(e.t, c1.Lease)
+	require.NotEmpty(e.t, c2.Lease)
+	assert.Empty(e.t, c3.Lease, "the fleet's limit is in use")
+	assert.Positive(e.t, c3.Wait, "ask again after a while, not at once")
+	e.release(adaptive.Release{Scope: "c", Lease: c1.Lease})
+	c4 := e.acquire(a)
+	assert.NotEmpty(e.t, c4.Lease, "a lease given back is free")
+	assert.Empty(e.t, e.acquire(a).Lease)
+	e.release(adaptive.Release{Scope: "c", Lease: c1.Lease}) // twice: no effect
+	assert.Empty(e.t, e.acquire(a).Lease, "a lease given back twice frees one slot")
+
+	time.Sleep(ttl + e.slack + 10*time.Millisecond)
+	assert.NotEmpty(e.t, e.acquire(a).Lease, "leases not renewed expire")
+	assert.NotEmpty(e.t, e.acquire(a).Lease)
+	assert.Empty(e.t, e.acquire(a).Lease)
+
+	b := e.acquire(adaptive.Acquisition{Scope: "c", Rate: 1000})
+	assert.NotEmpty(e.t, b.Lease, "a limit of 0 is no limit")
+}
+
+// Renew keeps leases alive; a lease that expired stays expired.
+func renew(e *env) {
+	ctx := context.Background()
+	a := adaptive.Acquisition{Scope: "r", Rate: 1000, Limit: 2}
+	r1, r2 := e.acquire(a), e.acquire(a)
+	require.NotEmpty(e.t, r1.Lease)
+	require.NotEmpty(e.t, r2.Lease)
+	time.Sleep(ttl / 2)
+	require.NoError(e.t, e.s.Renew(ctx, "r", "p1", []string{r1.Lease}, ttl))
+	time.Sleep(ttl/2 + e.slack + 10*time.Millisecond)
+	// r2 expired, r1 was renewed; renewing r2 now does not bring it back
+	require.NoError(e.t, e.s.Renew(ctx, "r", "p1", []string{r2.Lease}, ttl))
+	assert.NotEmpty(e.t, e.acquire(a).Lease, "the lease not renewed expired, and renewing it late did not bring it back")
+	assert.Empty(e.t, e.acquire(a).Lease, "the renewed one still counts")
+	require.NoError(e.t, e.s.Renew(ctx, "r", "p1", nil, ttl), "renewing nothing is no error")
+}
+
+// The law's state: the first client seeds an empty store, another gets it,
+// a state is committed only on the version it derives from.
+func lawState(e *env) {
+	g := e.acquire(adaptive.Acquisition{Scope: "d", Rate: 1})
+	assert.Nil(e.t, g.State, "no state yet")
+	assert.Zero(e.t, g.Version)
+	g = e.acquire(adaptive.Acquisition{Scope: "d", Rate: 1, Seed: []byte("s0")})
+	assert.Nil(e.t, g.State, "the seed is the caller's own state")
+	assert.Equal(e.t, uint64(1), g.Version)
+	g = e.acquire(adaptive.Acquisition{Scope: "d", Process: "p2", Rate: 1, Seed: []byte("other")})
+	assert.Equal(e.t, []byte("s0"), g.State, "another process gets it; a seed does not replace a state")
+	assert.Equal(e.t, uint64(1), g.Version)
+	g = e.acquire(adaptive.Acquisition{Scope: "d", Process: "p2", Rate: 1, Version: 1})
+	assert.Nil(e.t, g.State, "a caller up to date gets no state")
+	assert.Equal(e.t, uint64(1), g.Version)
+
+	st := e.release(adaptive.Release{Scope: "d", State: []byte("s1"), Version: 1})
+	assert.True(e.t, st.Committed)
+	assert.Equal(e.t, uint64(2), st.Version)
+	st = e.release(adaptive.Release{Scope: "d", Process: "p2", State: []byte("s1'"), Version: 1})
+	assert.False(e.t, st.Committed, "derived from a version that is gone")
+	assert.Equal(e.t, []byte("s1"), st.State, "the fleet's state comes back instead")
+	assert.Equal(e.t, uint64(2), st.Version)
+	st = e.release(adaptive.Release{Scope: "d"})
+	assert.False(e.t, st.Committed, "no state, nothing committed")
+	assert.Equal(e.t, uint64(2), st.Version)
+
+	bin := []byte{0, 1, 2, 0xff, '\n', 0}
+	st = e.release(adaptive.Release{Scope: "bin", State: bin, Version: 0})
+	assert.True(e.t, st.Committed, "a scope with no state commits on version 0")
+	g = e.acquire(adaptive.Acquisition{Scope: "bin", Rate: 1})
+	assert.Equal(e.t, bin, g.State, "states are bytes, kept exactly")
+}
+
+// Live counts the processes acquiring on a scope; one that stopped is no
+// longer counted after three lease lives.
+func live(e *env) {
+	assert.Equal(e.t, 1, e.acquire(adaptive.Acquisition{Scope: "l", Process: "p1", Rate: 1000}).Live)
+	assert.Equal(e.t, 2, e.acquire(adaptive.Acquisition{Scope: "l", Process: "p2", Rate: 1000}).Live)
+	assert.Equal(e.t, 2, e.acquire(adaptive.Acquisition{Scope: "l", Process: "p1", Rate: 1000}).Live, "counted once each")
+	assert.Equal(e.t, 1, e.acquire(adaptive.Acquisition{Scope: "l2", Process: "p3", Rate: 1000}).Live, "per scope")
+	time.Sleep(3*ttl + e.slack + 10*time.Millisecond)
+	assert.Equal(e.t, 1, e.acquire(adaptive.Acquisition{Scope: "l", Process: "p2", Rate: 1000}).Live, "p1 stopped")
+}
+
+// Many goroutines acquiring at once never hold more leases than the limit
+// (the store is atomic), and every one gets its own slot.
+func concurrent(e *env) {
+	const limit, workers, each = 3, 6, 10
+	var held, peak, got atomic.Int32
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			proc := fmt.Sprintf("w%d", w)
+			for n := 0; n < each; {
+				g, err := e.s.Acquire(ctx, adaptive.Acquisition{Scope: "k", Process: proc, Rate: 1e6, Limit: limit, LeaseTTL: time.Minute})
+				if !assert.NoError(e.t, err) {
+					return
+				}
+				if g.Lease == "" {
+					time.Sleep(g.Wait)
+					continue
+				}
+				h := held.Add(1)
+				for p := peak.Load(); h > p && !peak.CompareAndSwap(p, h); p = peak.Load() {
+				}
+				time.Sleep(5 * time.Millisecond)
+				held.Add(-1)
+				_, err = e.s.Release(ctx, adaptive.Release{Scope: "k", Process: proc, Lease: g.Lease})
+				if !assert.NoError(e.t, err) {
+					return
+				}
+				got.Add(1)
+				n++
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(e.t, int32(workers*each), got.Load())
+	assert.LessOrEqual(e.t, peak.Load(), int32(limit), "never more leases held than the limit")
+	assert.Equal(e.t, int32(limit), peak.Load(), "the limit is used")
+}
+
+// A Notifier tells its subscribers of a pause as it is shared, not of one
+// that changes nothing, and no longer once they cancel.
+func notifier(e *env) {
+	n, ok := e.s.(adaptive.Notifier)
+	if !ok {
+		e.t.Skip("the store is not a Notifier")
+	}
+	type note struct {
+		scope  string
+		pause  time.Duration
+		reason adaptive.Reason
+	}
+	ch := make(chan note, 8)
+	cancel := n.Subscribe(func(scope string, pause time.Duration, reason adaptive.Reason) {
+		ch <- note{scope, pause, reason}
+	})
+	defer cancel()
+	recv := func() (note, bool) {
+		select {
+		case m := <-ch:
+			return m, true
+		case <-time.After(2 * time.Second):
+			return note{}, false
+		}
+	}
+	e.release(adaptive.Release{Scope: "n\n{x}", Pause: 3 * time.Second, Reason: adaptive.ReasonBreaker})
+	m, ok := recv()
+	require.True(e.t, ok, "the pause is announced")
+	assert.Equal(e.t, note{"n\n{x}", 3 * time.Second, adaptive.ReasonBreaker}, m)
+	e.release(adaptive.Release{Scope: "n\n{x}", Pause: time.Second, Reason: adaptive.ReasonBackoff})
+	e.release(adaptive.Release{Scope: "n2", Pause: time.Second, Reason: adaptive.ReasonBackoff})
+	m, ok = recv()
+	require.True(e.t, ok)
+	assert.Equal(e.t, "n2", m.scope, "a pause that changes nothing is not announced")
+	cancel()
+	e.release(adaptive.Release{Scope: "n3", Pause: time.Second, Reason: adaptive.ReasonBackoff})
+	select {
+	case m := <-ch:
+		e.t.Errorf("heard %v after cancel", m)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// Scope names are data: any bytes, kept apart.
+func scopes(e *env) {
+	names := []string{"", "{", "}", "a}{b", "a\nb", "a:b", "ünï", "a\x00b", strings.Repeat("x", 4096)}
+	for i, name := range names {
+		e.release(adaptive.Release{Scope: name, Pause: time.Duration(i+1) * time.Minute, Reason: adaptive.ReasonRetryAfter})
+	}
+	for i, name := range names {
+		g := e.acquire(adaptive.Acquisition{Scope: name, Rate: 1})
+		e.near(time.Duration(i+1)*time.Minute, g.Paused, fmt.Sprintf("scope %q keeps its own pause", name))
+	}
+}
