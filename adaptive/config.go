@@ -144,8 +144,11 @@ type Config struct {
 	// quota ceilings): the least recently used go first. 0 means 50,000.
 	MaxRemembered int
 
-	// Store, if set, shares the pause gate with other collectors (see
-	// Store). nil means this controller's scopes are its own.
+	// Store, if set, makes this controller one of a fleet with every
+	// controller on the same Store: one send schedule, one law, one pause
+	// and one concurrency budget per scope (see Store; MemoryStore in one
+	// process, package redisstore across many). nil means this
+	// controller's scopes are its own.
 	Store Store
 
 	// JitterSeed seeds the per-scope random source of the resume jitter. 0
@@ -256,8 +259,9 @@ func WithMaxPause(d time.Duration) Option {
 	return in(phaseSettings, func(c *Config) { c.MaxPause = d })
 }
 
-// WithStore shares the pause gate through s with every collector that uses
-// the same Store.
+// WithStore makes the controller one of a fleet with every controller on
+// s: the fleet is one polite client per scope (see Config.Store). Call
+// Controller.Close when done, to give its leases back.
 func WithStore(s Store) Option { return in(phaseSettings, func(c *Config) { c.Store = s }) }
 
 // WithJitterSeed seeds the resume jitter, for reproducible runs.

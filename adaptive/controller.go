@@ -53,7 +53,7 @@ func newController(st *settings) *Controller {
 		scopes:   make(map[string]*scope),
 	}
 	if st.Store != nil {
-		c.fleet = newFleet(st)
+		c.fleet = newFleet(st, c.now)
 		if n, ok := st.Store.(Notifier); ok {
 			c.fleet.unsubscribe = n.Subscribe(c.notified)
 		}
@@ -175,6 +175,7 @@ func (c *Controller) Acquire(ctx context.Context, req *http.Request) (Permit, er
 }
 
 func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
+	busy := 0 // the fleet's answers "in use" in a row
 	for {
 		if err := ctx.Err(); err != nil {
 			return Permit{}, err
@@ -191,9 +192,12 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 			continue
 		}
 		if c.fleet != nil {
-			lease, err := c.fleetAcquire(ctx, cl.key, s, &g)
-			if err == errAgain {
-				s.untake(g.t) // the fleet's concurrency is in use: ask again
+			lease, err := c.fleetAcquire(ctx, cl.key, s, &g, busy)
+			if err == errAgain || err == errBusy {
+				s.untake(g.t) // ask again
+				if err == errBusy {
+					busy++
+				}
 				continue
 			}
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	mrand "math/rand/v2"
 	"os"
 	"sync"
 	"time"
@@ -28,9 +29,12 @@ type fleet struct {
 	ttl     time.Duration
 	logger  *slog.Logger
 
-	mu     sync.Mutex
-	down   bool                 // guarded by mu: the last call failed
-	leases map[string]heldLease // guarded by mu: the leases held
+	now     func() time.Duration // the controller's clock
+	mu      sync.Mutex
+	down    bool                 // guarded by mu: the last call failed
+	retryAt time.Duration        // guarded by mu: while down, the store is not asked before then
+	backoff time.Duration        // guarded by mu: the wait before the next try while down
+	leases  map[string]heldLease // guarded by mu: the leases held
 	// unsubscribe ends the Notifier's subscription, if the store is one
 	unsubscribe func()
 }
@@ -45,6 +49,9 @@ type scopeFleet struct {
 	version uint64
 	live    int
 	shared  law.Shared // what was last adopted or committed
+	// busyUntil: the fleet's concurrency was in use; one send of this
+	// process asks again then, the others wait for it
+	busyUntil time.Duration
 }
 
 // notified adopts a pause another collector shared.
@@ -64,7 +71,18 @@ func (c *Controller) notified(key string, pause time.Duration, reason Reason) {
 	s.mu.Unlock()
 }
 
-func newFleet(st *settings) *fleet {
+// While the store is down it is asked again after storeRetryMin, then
+// twice as long each time it fails again, up to storeRetryMax: in between,
+// sends do not wait on a store that does not answer (at most one send per
+// try waits, storeTimeout at most), and a store back is shared again
+// within storeRetryMax. Pauses are not shared while a process runs on its
+// own: the bound keeps that short.
+const (
+	storeRetryMin = time.Second
+	storeRetryMax = 4 * time.Second
+)
+
+func newFleet(st *settings, now func() time.Duration) *fleet {
 	ttl := time.Minute
 	if st.AttemptTimeout > 0 {
 		ttl = st.AttemptTimeout + 10*time.Second
@@ -81,23 +99,59 @@ func newFleet(st *settings) *fleet {
 		process: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:])),
 		ttl:     ttl,
 		logger:  l,
+		now:     now,
 		leases:  map[string]heldLease{},
 	}
 }
 
-// errAgain: the fleet's concurrency is in use; the caller waited and asks
-// again.
-var errAgain = errors.New("adaptive: fleet busy")
+// errAgain: the send cannot go as granted (a pause voided its slot, the
+// share changed); the caller gives the local slot back and asks again.
+var errAgain = errors.New("adaptive: fleet slot void")
+
+// errBusy: the fleet's concurrency is in use; the caller waited, gives
+// the local slot back and asks again.
+var errBusy = errors.New("adaptive: fleet busy")
+
+// busyWait is how long to wait before asking again when the fleet's
+// concurrency is in use, the busy-th time in a row for this send: a send
+// interval at the fleet's rate (a lease comes back no faster than sends
+// go), doubling with each busy answer up to eight, at most a second, with
+// a jitter so that the processes waiting do not ask together. One send
+// per process and scope asks; the process's others wait for its answer.
+func busyWait(floor time.Duration, rate float64, busy int, rnd float64) time.Duration {
+	d := time.Duration(float64(interval(rate)) * float64(uint(1)<<min(busy, 3)))
+	d = min(max(d, 10*time.Millisecond), time.Second)
+	return max(floor, time.Duration(float64(d)*(0.5+rnd)))
+}
 
 // acquire asks the store for a send of grant g on scope s: it adopts the
 // fleet's law, waits for the slot, and returns the lease ("" when the store
 // is down: the local view decides). On errAgain the caller gives the local
 // slot back and asks again.
-func (c *Controller) fleetAcquire(ctx context.Context, key string, s *scope, g *grant) (string, error) {
+func (c *Controller) fleetAcquire(ctx context.Context, key string, s *scope, g *grant, busy int) (string, error) {
 	f := c.fleet
+	if f.skip() {
+		// the store is down: the local view decides, at this process's
+		// share; a slot taken before the share applied is taken again
+		if c.fleetShare(s) {
+			return "", errAgain
+		}
+		return "", nil
+	}
 	s.mu.Lock()
-	a := Acquisition{Scope: key, Process: f.process, Rate: s.core.pace.rate(), Limit: s.core.limit(), LeaseTTL: f.ttl}
+	a := Acquisition{Scope: key, Process: f.process, Rate: s.core.pace.whole(&s.core), Limit: s.core.limit(), LeaseTTL: f.ttl}
 	sf := s.fleetView()
+	if now := c.now(); sf.busyUntil > now {
+		// another send of this process found the fleet busy and asks
+		// again then: wait for that (and a little more: it asks first)
+		// rather than ask too
+		wait := sf.busyUntil - now + time.Duration(mrand.New(&s.core.gate.rng).Float64()*float64(interval(a.Rate)))
+		s.mu.Unlock()
+		if err := sleepFor(ctx, wait); err != nil {
+			return "", err
+		}
+		return "", errBusy
+	}
 	a.Version = sf.version
 	if sf.version == 0 {
 		a.Seed = encodeShared(s.core.law.Shared(c.now()))
@@ -110,11 +164,11 @@ func (c *Controller) fleetAcquire(ctx context.Context, key string, s *scope, g *
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
-		f.setDown(true, key, err)
+		f.failed(key, err)
 		c.fleetShare(s)
-		return "", nil
+		return "", errAgain // the slot again, at this process's share
 	}
-	f.setDown(false, key, nil)
+	f.ok(key)
 	now := c.now()
 	s.mu.Lock()
 	if grant.State != nil {
@@ -127,10 +181,16 @@ func (c *Controller) fleetAcquire(ctx context.Context, key string, s *scope, g *
 	s.core.pace.sync(now, &s.core)
 	s.mu.Unlock()
 	if grant.Lease == "" {
-		if err := sleepFor(ctx, grant.Wait); err != nil {
+		// the fleet's concurrency is in use: this send asks again later,
+		// the process's others wait for it
+		s.mu.Lock()
+		wait := busyWait(grant.Wait, a.Rate, busy, mrand.New(&s.core.gate.rng).Float64()) // the scope's seeded source
+		sf.busyUntil = max(sf.busyUntil, now+wait)
+		s.mu.Unlock()
+		if err := sleepFor(ctx, wait); err != nil {
 			return "", err
 		}
-		return "", errAgain
+		return "", errBusy
 	}
 	if grant.Wait > c.st.MaxPause {
 		c.fleetRelease(key, s, grant.Lease, 0, ReasonNone, nil)
@@ -180,6 +240,9 @@ func (c *Controller) fleetFinish(key string, s *scope, lease string, r reaction,
 func (c *Controller) fleetRelease(key string, s *scope, lease string, pause time.Duration, reason Reason, state []byte, version ...uint64) {
 	f := c.fleet
 	f.drop(key, lease)
+	if f.skip() {
+		return // the store is down: the lease expires there by itself
+	}
 	rel := Release{Scope: key, Process: f.process, Lease: lease, Pause: pause, Reason: reason, State: state}
 	if len(version) > 0 {
 		rel.Version = version[0]
@@ -188,11 +251,11 @@ func (c *Controller) fleetRelease(key string, s *scope, lease string, pause time
 	st, err := f.store.Release(ctx, rel)
 	cancel()
 	if err != nil {
-		f.setDown(true, key, err)
+		f.failed(key, err)
 		c.fleetShare(s)
 		return
 	}
-	f.setDown(false, key, nil)
+	f.ok(key)
 	now := c.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -209,13 +272,16 @@ func (c *Controller) fleetRelease(key string, s *scope, lease string, pause time
 }
 
 // fleetShare puts scope s on its local share of the fleet: the rate and
-// limit last known, divided by the processes seen on it.
-func (c *Controller) fleetShare(s *scope) {
+// limit last known, divided by the processes seen on it. It reports
+// whether the share was not in force before.
+func (c *Controller) fleetShare(s *scope) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	was := s.core.pace.share
 	live := s.fleetView().live
 	s.core.pace.share = 1 / float64(max(live, 1))
 	s.core.pace.sync(c.now(), &s.core)
+	return live > 1 && (was == 0 || was == 1)
 }
 
 // fleetView is the scope's fleet state, created on first use. Called with
@@ -257,15 +323,40 @@ func (s *scope) sharedChange(now time.Duration) ([]byte, uint64) {
 	return encodeShared(sf.shared), sf.version
 }
 
-func (f *fleet) setDown(down bool, scope string, err error) {
+// skip reports whether the store is down and not yet due for another try.
+func (f *fleet) skip() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.down && f.now() < f.retryAt
+}
+
+// failed marks the store down after a failed call on scope (saying so
+// once) and backs off the next try. Calls that were under way together
+// fail together: only a try made when one was due backs off further.
+func (f *fleet) failed(scope string, err error) {
+	f.mu.Lock()
+	was, now := f.down, f.now()
+	switch {
+	case !was:
+		f.backoff, f.retryAt = storeRetryMin, now+storeRetryMin
+	case now >= f.retryAt:
+		f.backoff = min(2*f.backoff, storeRetryMax)
+		f.retryAt = now + f.backoff
+	}
+	f.down = true
+	f.mu.Unlock()
+	if !was {
+		f.logger.Warn("adaptive: shared store unreachable; each scope falls back to its share of the fleet", "scope", scope, "err", err)
+	}
+}
+
+// ok marks the store up after a call on scope succeeded.
+func (f *fleet) ok(scope string) {
 	f.mu.Lock()
 	was := f.down
-	f.down = down
+	f.down = false
 	f.mu.Unlock()
-	switch {
-	case down && !was:
-		f.logger.Warn("adaptive: shared store unreachable; each scope falls back to its share of the fleet", "scope", scope, "err", err)
-	case !down && was:
+	if was {
 		f.logger.Info("adaptive: shared store back; the fleet's schedule and law are shared again", "scope", scope)
 	}
 }
@@ -277,10 +368,16 @@ func (f *fleet) hold(scope, lease string) {
 	defer f.mu.Unlock()
 	var t *time.Timer
 	t = time.AfterFunc(f.ttl/3, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-		err := f.store.Renew(ctx, scope, f.process, []string{lease}, f.ttl)
-		cancel()
-		f.setDown(err != nil, scope, err)
+		if !f.skip() {
+			ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+			err := f.store.Renew(ctx, scope, f.process, []string{lease}, f.ttl)
+			cancel()
+			if err != nil {
+				f.failed(scope, err)
+			} else {
+				f.ok(scope)
+			}
+		}
 		f.mu.Lock()
 		if f.leases[lease].renew == t {
 			t.Reset(f.ttl / 3)
@@ -309,11 +406,15 @@ func (f *fleet) close() {
 	held := f.leases
 	f.leases = map[string]heldLease{}
 	f.mu.Unlock()
+	// one bound for all: a store that does not answer holds Close a
+	// second, whatever the leases (they expire there by themselves)
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
 	for l, h := range held {
 		h.renew.Stop()
-		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-		_, _ = f.store.Release(ctx, Release{Scope: h.scope, Process: f.process, Lease: l})
-		cancel()
+		if ctx.Err() == nil {
+			_, _ = f.store.Release(ctx, Release{Scope: h.scope, Process: f.process, Lease: l})
+		}
 	}
 }
 

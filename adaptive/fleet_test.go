@@ -99,7 +99,9 @@ func (f *failingStore) Release(ctx context.Context, r adaptive.Release) (adaptiv
 
 // When the store fails, each process falls back to its share of what the
 // fleet last knew (its rate divided by the processes seen), never to the
-// full rate each: the fleet stays about as polite as before. Nothing hangs.
+// full rate each: the fleet stays about as polite as before. Nothing hangs,
+// the store is not asked on every send meanwhile, and the fleet is shared
+// again within seconds of the store coming back.
 func TestFleetStoreDownFallsBackToAShare(t *testing.T) {
 	store := &failingStore{}
 	p := testserver.Policy{Latency: testserver.Latency{Base: 50 * time.Millisecond}}
@@ -113,16 +115,30 @@ func TestFleetStoreDownFallsBackToAShare(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(func() { assertIdle(t, ctrl); _ = ctrl.Close() })
 			c := newCollectorWith(t, srv, ctrl)
-			wg.Go(func() { crawl(t, c, 10, 40*time.Second, srv.HostURL("a.test")) })
+			wg.Go(func() { crawl(t, c, 10, 50*time.Second, srv.HostURL("a.test")) })
 		}
-		time.AfterFunc(20*time.Second, func() { store.broken.Store(true) })
+		var atBreak, atRepair, atBack int64
+		time.AfterFunc(20*time.Second, func() { atBreak = store.calls.Load(); store.broken.Store(true) })
+		time.AfterFunc(40*time.Second, func() { atRepair = store.calls.Load(); store.broken.Store(false) })
+		time.AfterFunc(45*time.Second, func() { atBack = store.calls.Load() })
 		wg.Wait()
 		st = srv.Stats("a.test")
+		// while down, each process tries the store again after 1 s, 2 s,
+		// then every 4 s (at most 8 tries in 20 s), not on every send
+		down := atRepair - atBreak
+		t.Logf("store calls in the 20 s it was down: %d (sends: %d)", down, window(st, 20*time.Second, 40*time.Second))
+		assert.LessOrEqual(t, down, int64(3*8))
+		// back within 4 s: from 44 s on, every send asks the store again
+		back := store.calls.Load() - atBack
+		t.Logf("store calls from 45 s to 50 s: %d (sends: %d)", back, window(st, 45*time.Second, 50*time.Second))
+		assert.GreaterOrEqual(t, back, int64(window(st, 45*time.Second, 50*time.Second)))
 	})
 	before := float64(window(st, 10*time.Second, 20*time.Second)) / 10
 	after := float64(window(st, 25*time.Second, 40*time.Second)) / 15
-	t.Logf("fleet rate with the store up %.2f/s, down %.2f/s (ceiling 6/s for the fleet)", before, after)
+	again := float64(window(st, 45*time.Second, 50*time.Second)) / 5
+	t.Logf("fleet rate with the store up %.2f/s, down %.2f/s, back %.2f/s (ceiling 6/s for the fleet)", before, after, again)
 	assert.LessOrEqual(t, before, 6.05)
 	assert.LessOrEqual(t, after, 6.3, "each process at a third, not at 6/s each")
 	assert.Greater(t, after, 3.0, "and not stopped either")
+	assert.LessOrEqual(t, again, 6.05)
 }

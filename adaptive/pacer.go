@@ -53,6 +53,16 @@ func (p *pacer) sync(now time.Duration, c *core) bool {
 	return true
 }
 
+// whole is the rate in force for a whole fleet, req/s: the law's under
+// the ceilings, before this process's share. Call it after sync.
+func (p *pacer) whole(c *core) float64 {
+	r := c.law.Rate()
+	if ceil := c.law.Ceiling(); ceil > 0 && r > ceil {
+		r = ceil
+	}
+	return r
+}
+
 // rate is the rate in force, req/s.
 func (p *pacer) rate() float64 { return p.b.Rate() }
 

@@ -212,6 +212,9 @@ func (l *Law) Phase() Phase { return l.ph }
 // slow start never doubles past it. The caller applies ceilings.
 func (l *Law) SetCeiling(c float64) { l.ceil = c }
 
+// Ceiling is the ceiling last set (0: none).
+func (l *Law) Ceiling() float64 { return l.ceil }
+
 // Sent records a send at now at rate (the pacing rate in force), with
 // inflight requests in flight (itself included), the concurrency limit in
 // use or not, and paced when the pacer held it back, and returns its
@@ -622,7 +625,8 @@ func (l *Law) Shared(now time.Duration) Shared {
 // already answered. Round accounting starts again. Values that make no
 // sense are ignored.
 func (l *Law) Adopt(now time.Duration, s Shared) {
-	if !(s.Rate > 0) || !(s.Limit >= 1) || math.IsInf(s.Rate, 0) || math.IsInf(s.Limit, 0) || s.Estimate < 0 || s.Phase > Probing {
+	if !(s.Rate > 0) || !(s.Limit >= 1) || !(s.Estimate >= 0) || math.IsInf(s.Rate, 0) || math.IsInf(s.Limit, 0) ||
+		math.IsInf(s.Estimate, 0) || s.Phase > Probing {
 		return
 	}
 	moved := s.Rate != l.rate || s.Epoch != l.epoch || s.Phase != l.ph

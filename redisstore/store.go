@@ -1,0 +1,300 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/colly-polite/polite/adaptive"
+)
+
+// ErrReply is wrapped by every error about a reply from Redis that this
+// package cannot read (a script flushed and replaced, a server that is not
+// Redis): the caller falls back as for a server down.
+var ErrReply = errors.New("redisstore: unreadable reply")
+
+// Options are the Store's settings. The zero value of every field means the
+// stated default.
+type Options struct {
+	// Prefix namespaces every key and the pause channel. "" means
+	// "colly-polite".
+	Prefix string
+	// KeyTTL is how long a scope's keys live after their last use, so that
+	// idle scopes vanish. 0 means 1 hour.
+	KeyTTL time.Duration
+}
+
+// Store is an adaptive.Store in Redis: several processes crawling the same
+// sites share one send schedule, one law, one pause and one concurrency
+// budget per scope, all advanced by Lua scripts on the server's clock. It
+// is safe for concurrent use. Make one with New; the zero value is not
+// usable.
+type Store struct {
+	c      redis.UniversalClient
+	prefix string
+	keyTTL time.Duration
+
+	mu   sync.Mutex
+	subs map[uint64]func(string, time.Duration, adaptive.Reason) // guarded by mu
+	seq  uint64                                                  // guarded by mu
+	ps   *redis.PubSub                                           // guarded by mu: nil without subscribers
+	done chan struct{}                                           // guarded by mu: closed when the reader ends
+}
+
+// New returns a Store on client (any go-redis client: a single node, a
+// Cluster, a Ring; authentication and TLS are the client's options).
+func New(client redis.UniversalClient, o Options) *Store {
+	if o.Prefix == "" {
+		o.Prefix = "colly-polite"
+	}
+	if o.KeyTTL <= 0 {
+		o.KeyTTL = time.Hour
+	}
+	return &Store{c: client, prefix: o.Prefix, keyTTL: o.KeyTTL}
+}
+
+// keys are the scope's keys, hash-tagged on the scope (encoded: a scope
+// may hold braces, which would cut the tag short).
+func (s *Store) keys(scope string) []string {
+	tag := base64.RawURLEncoding.EncodeToString([]byte(scope))
+	base := s.prefix + ":{s" + tag + "}:" // never an empty tag, which Cluster ignores
+	return []string{base + "sched", base + "law", base + "leases", base + "procs"}
+}
+
+func (s *Store) channel() string { return s.prefix + ":pauses" }
+
+func micros(d time.Duration) int64 { return int64(d / time.Microsecond) }
+
+// Acquire implements adaptive.Store.
+func (s *Store) Acquire(ctx context.Context, a adaptive.Acquisition) (adaptive.Grant, error) {
+	interval := int64(math.MaxInt32) * 1000 // a rate of zero: a slot an age away
+	if a.Rate > 0 {
+		interval = max(int64(1e6/a.Rate), 1)
+	}
+	ttl := max(a.LeaseTTL, time.Second)
+	res, err := acquireScript.Run(ctx, s.c, s.keys(a.Scope),
+		a.Process, interval, a.Limit, strconv.FormatUint(a.Version, 10), string(a.Seed),
+		micros(ttl), a.Process+"/"+newID(), s.keyTTL.Milliseconds()).Slice()
+	if err != nil {
+		return adaptive.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", a.Scope, err)
+	}
+	return grantOf(res)
+}
+
+// grantOf reads acquireScript's reply.
+func grantOf(res []any) (adaptive.Grant, error) {
+	r := reply{op: "acquire", v: res, n: 7}
+	g := adaptive.Grant{
+		Lease:   r.str(0),
+		Wait:    r.micros(1),
+		Paused:  r.micros(2),
+		Reason:  adaptive.Reason(r.int(3, 255)),
+		State:   r.bytes(4),
+		Version: r.version(5),
+		Live:    int(r.int(6, math.MaxInt32)),
+	}
+	return g, r.err
+}
+
+// Release implements adaptive.Store.
+func (s *Store) Release(ctx context.Context, rel adaptive.Release) (adaptive.Settlement, error) {
+	res, err := releaseScript.Run(ctx, s.c, s.keys(rel.Scope),
+		rel.Process, rel.Lease, max(micros(rel.Pause), 0), int(rel.Reason), string(rel.State),
+		strconv.FormatUint(rel.Version, 10), s.keyTTL.Milliseconds(), s.channel(), rel.Scope).Slice()
+	if err != nil {
+		return adaptive.Settlement{}, fmt.Errorf("redisstore: release %q: %w", rel.Scope, err)
+	}
+	return settlementOf(res)
+}
+
+// settlementOf reads releaseScript's reply.
+func settlementOf(res []any) (adaptive.Settlement, error) {
+	r := reply{op: "release", v: res, n: 5}
+	st := adaptive.Settlement{
+		Committed: r.int(0, 1) == 1,
+		State:     r.bytes(1),
+		Version:   r.version(2),
+		Paused:    r.micros(3),
+		Reason:    adaptive.Reason(r.int(4, 255)),
+	}
+	return st, r.err
+}
+
+// reply reads a script's reply; the first value out of shape is its err.
+type reply struct {
+	op  string
+	v   []any
+	n   int
+	err error
+}
+
+func (r *reply) at(i int) (any, bool) {
+	if r.err == nil && len(r.v) != r.n {
+		r.err = fmt.Errorf("%w: %s returned %d values, want %d", ErrReply, r.op, len(r.v), r.n)
+	}
+	if r.err != nil {
+		return nil, false
+	}
+	return r.v[i], true
+}
+
+func (r *reply) fail(i int, v any) {
+	r.err = fmt.Errorf("%w: %s value %d: %v", ErrReply, r.op, i, v)
+}
+
+// int reads an integer in [0, hi].
+func (r *reply) int(i int, hi int64) int64 {
+	v, ok := r.at(i)
+	if !ok {
+		return 0
+	}
+	n, ok := v.(int64)
+	if !ok || n < 0 || n > hi {
+		r.fail(i, v)
+		return 0
+	}
+	return n
+}
+
+func (r *reply) micros(i int) time.Duration {
+	return time.Duration(r.int(i, math.MaxInt64/int64(time.Microsecond))) * time.Microsecond
+}
+
+func (r *reply) str(i int) string {
+	v, ok := r.at(i)
+	if !ok {
+		return ""
+	}
+	s, ok := v.(string)
+	if !ok {
+		r.fail(i, v)
+	}
+	return s
+}
+
+// bytes reads a string or nil (Lua's false).
+func (r *reply) bytes(i int) []byte {
+	if v, ok := r.at(i); !ok || v == nil {
+		return nil
+	}
+	return []byte(r.str(i))
+}
+
+func (r *reply) version(i int) uint64 {
+	s := r.str(i)
+	if r.err != nil {
+		return 0
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		r.fail(i, s)
+	}
+	return n
+}
+
+// Renew implements adaptive.Store.
+func (s *Store) Renew(ctx context.Context, scope, process string, leases []string, ttl time.Duration) error {
+	args := []any{process, micros(max(ttl, time.Second)), s.keyTTL.Milliseconds()}
+	for _, l := range leases {
+		args = append(args, l)
+	}
+	if err := renewScript.Run(ctx, s.c, s.keys(scope), args...).Err(); err != nil {
+		return fmt.Errorf("redisstore: renew %q: %w", scope, err)
+	}
+	return nil
+}
+
+// Subscribe implements adaptive.Notifier: fn hears of every pause shared
+// by any process, through Redis pub/sub, while the subscription lasts. A
+// message that cannot be read is ignored. Reconnection is go-redis's.
+func (s *Store) Subscribe(fn func(scope string, pause time.Duration, reason adaptive.Reason)) (cancel func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.subs == nil {
+		s.subs = map[uint64]func(string, time.Duration, adaptive.Reason){}
+	}
+	s.seq++
+	id := s.seq
+	s.subs[id] = fn
+	if s.ps == nil {
+		s.ps = s.c.Subscribe(context.Background(), s.channel())
+		// wait (briefly) for the subscription to be in force, so that a
+		// pause shared once Subscribe returns is heard; a server down now
+		// is subscribed to when it comes back (go-redis reconnects)
+		ctx, cancel := context.WithTimeout(context.Background(), subscribeWait)
+		_, _ = s.ps.ReceiveTimeout(ctx, subscribeWait)
+		cancel()
+		s.done = make(chan struct{})
+		go s.read(s.ps, s.done)
+	}
+	return func() {
+		s.mu.Lock()
+		delete(s.subs, id)
+		var ps *redis.PubSub
+		var done chan struct{}
+		if len(s.subs) == 0 && s.ps != nil {
+			ps, done = s.ps, s.done
+			s.ps, s.done = nil, nil
+		}
+		s.mu.Unlock()
+		if ps != nil {
+			_ = ps.Close()
+			<-done
+		}
+	}
+}
+
+const subscribeWait = time.Second
+
+func (s *Store) read(ps *redis.PubSub, done chan struct{}) {
+	defer close(done)
+	for m := range ps.Channel() {
+		scope, pause, reason, ok := parsePause(m.Payload)
+		if !ok {
+			continue
+		}
+		s.mu.Lock()
+		fns := make([]func(string, time.Duration, adaptive.Reason), 0, len(s.subs))
+		for _, fn := range s.subs {
+			fns = append(fns, fn)
+		}
+		s.mu.Unlock()
+		for _, fn := range fns {
+			fn(scope, pause, reason)
+		}
+	}
+}
+
+// parsePause reads "scope\npause-µs\nreason".
+func parsePause(p string) (string, time.Duration, adaptive.Reason, bool) {
+	i := strings.LastIndexByte(p, '\n')
+	if i < 0 {
+		return "", 0, 0, false
+	}
+	j := strings.LastIndexByte(p[:i], '\n')
+	if j < 0 {
+		return "", 0, 0, false
+	}
+	d, err1 := strconv.ParseInt(p[j+1:i], 10, 64)
+	r, err2 := strconv.ParseUint(p[i+1:], 10, 8)
+	if err1 != nil || err2 != nil || d <= 0 || d > int64(math.MaxInt64/time.Microsecond) {
+		return "", 0, 0, false
+	}
+	return p[:j], time.Duration(d) * time.Microsecond, adaptive.Reason(r), true
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,287 @@
+package redisstore_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/adaptive/storetest"
+	"github.com/colly-polite/polite/redisstore"
+	"github.com/colly-polite/polite/testserver"
+)
+
+// The Store passes the conformance suite against a real redis-server, in
+// real time (a few seconds: leases and pauses expire on the server's
+// clock).
+func TestConformance(t *testing.T) {
+	srv := startServer(t)
+	rdb := srv.client(t)
+	storetest.Run(t, storetest.Harness{
+		New: func(t *testing.T) adaptive.Store {
+			return redisstore.New(rdb, redisstore.Options{Prefix: "test:" + t.Name()})
+		},
+		Slack: 150 * time.Millisecond,
+	})
+}
+
+func acquire(t *testing.T, s *redisstore.Store, scope string) (adaptive.Grant, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return s.Acquire(ctx, adaptive.Acquisition{Scope: scope, Process: "p", Rate: 100, Limit: 10, LeaseTTL: time.Second, Seed: []byte("seed")})
+}
+
+// Faults of the server: each call fails with an error, within the
+// controller's bound on a call, and the store works again when the server
+// does. Nothing panics, nothing hangs.
+func TestServerFaults(t *testing.T) {
+	srv := startServer(t, "--enable-debug-command", "yes")
+	s := redisstore.New(srv.client(t), redisstore.Options{})
+
+	t.Run("restart", func(t *testing.T) {
+		_, err := acquire(t, s, "r")
+		require.NoError(t, err)
+		srv.stop()
+		_, err = acquire(t, s, "r")
+		assert.Error(t, err, "down")
+		srv.start()
+		g, err := acquire(t, s, "r")
+		require.NoError(t, err, "back")
+		assert.Equal(t, uint64(1), g.Version, "a server restarted empty is seeded again by its clients")
+	})
+	t.Run("slow", func(t *testing.T) {
+		go func() { _ = srv.do("DEBUG", "SLEEP", "2") }()
+		time.Sleep(100 * time.Millisecond)
+		t0 := time.Now()
+		_, err := acquire(t, s, "r")
+		assert.Error(t, err, "a server that does not answer within the call's deadline")
+		assert.Less(t, time.Since(t0), 1900*time.Millisecond, "the call's deadline holds (ContextTimeoutEnabled)")
+		time.Sleep(2 * time.Second)
+		_, err = acquire(t, s, "r")
+		assert.NoError(t, err)
+	})
+	t.Run("script flush", func(t *testing.T) {
+		require.NoError(t, srv.do("SCRIPT", "FLUSH"))
+		_, err := acquire(t, s, "r")
+		assert.NoError(t, err, "the script is loaded again")
+	})
+	t.Run("memory full", func(t *testing.T) {
+		require.NoError(t, srv.do("CONFIG", "SET", "maxmemory", "1"))
+		g, err := acquire(t, s, "r")
+		assert.Error(t, err, "no write: an error, not a grant (%+v)", g)
+		require.NoError(t, srv.do("CONFIG", "SET", "maxmemory", "0"))
+		_, err = acquire(t, s, "r")
+		assert.NoError(t, err)
+	})
+}
+
+// Idle scopes vanish with their keys; a scope's keys that another program
+// overwrote with other types or other values are repaired, not an error
+// for ever.
+func TestKeys(t *testing.T) {
+	srv := startServer(t)
+	rdb := srv.client(t)
+	ctx := context.Background()
+	s := redisstore.New(rdb, redisstore.Options{Prefix: "k", KeyTTL: time.Second})
+	_, err := acquire(t, s, "idle")
+	require.NoError(t, err)
+	keys, err := rdb.Keys(ctx, "k:*").Result()
+	require.NoError(t, err)
+	assert.Len(t, keys, 4, "schedule, law, leases, processes")
+	time.Sleep(1100 * time.Millisecond)
+	n, err := rdb.DBSize(ctx).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "every key expired")
+
+	for _, corrupt := range []func(key string) error{
+		func(key string) error { return rdb.Set(ctx, key, "x", 0).Err() },
+		func(key string) error {
+			return rdb.HSet(ctx, key, "tat", "x", "pause", "1e400", "version", "v", "state", "s").Err()
+		},
+		func(key string) error { return rdb.ZAdd(ctx, key, redis.Z{Score: 1, Member: "m"}).Err() },
+	} {
+		_, err := acquire(t, s, "c")
+		require.NoError(t, err)
+		keys, err := rdb.Keys(ctx, "k:*").Result()
+		require.NoError(t, err)
+		for _, k := range keys {
+			require.NoError(t, rdb.Del(ctx, k).Err())
+			require.NoError(t, corrupt(k))
+		}
+		g, err := acquire(t, s, "c")
+		require.NoError(t, err, "keys %v", keys)
+		assert.Less(t, g.Wait, time.Second, "a corrupt schedule reads as empty")
+		_, err = s.Release(ctx, adaptive.Release{Scope: "c", Process: "p", Lease: g.Lease, Pause: time.Second, State: []byte("s"), Version: g.Version})
+		require.NoError(t, err)
+	}
+}
+
+// A server that is not Redis (or a reply out of shape) is an error wrapping
+// ErrReply or the client's, never a panic or a grant made up.
+func TestNotRedis(t *testing.T) {
+	for _, answer := range []string{"*2\r\n:1\r\n:2\r\n", "*7\r\n:1\r\n:2\r\n:3\r\n:4\r\n:5\r\n:6\r\n:7\r\n", "+OK\r\n", "-ERR no\r\n", "HTTP/1.1 400 Bad Request\r\n\r\n"} {
+		s := redisstore.New(fakeServer(t, answer), redisstore.Options{})
+		_, err := acquire(t, s, "x")
+		assert.Error(t, err, "%q", answer)
+		_, err = s.Release(context.Background(), adaptive.Release{Scope: "x", Process: "p"})
+		assert.Error(t, err, "%q", answer)
+	}
+	s := redisstore.New(fakeServer(t, "*7\r\n$1\r\nl\r\n:1\r\n:2\r\n:3\r\n$-1\r\n:4\r\n:5\r\n"), redisstore.Options{})
+	_, err := acquire(t, s, "x")
+	assert.ErrorIs(t, err, redisstore.ErrReply, "a version that is a number, not a string")
+}
+
+// Three controllers (as three processes would be) crawl two loopback
+// hosts through one Redis: the fleet keeps a rate ceiling as one client
+// (apart, each would have it) and comes through Redis being killed and
+// restarted without a lost request, each process on its share meanwhile;
+// nobody sends into a pause another was told of.
+func TestFleet(t *testing.T) {
+	rs := startServer(t)
+	rdb := rs.client(t)
+	site := testserver.NewTest(t, testserver.Config{Network: testserver.Loopback, Hosts: map[string]testserver.Policy{
+		"a.test": {Latency: testserver.Latency{Base: 20 * time.Millisecond}},
+		// the site is far (40 ms), Redis near (loopback), as in a real
+		// fleet: a pause reaches the fleet before anything sent after it
+		// reaches the site. (With no round trip to the site, a request
+		// sent in the millisecond before the fleet heard of a 429 arrives
+		// after it and counts as a violation.)
+		"b.test": {
+			Limit:   testserver.Limit{Kind: testserver.FixedWindow, N: 6, Window: time.Second},
+			Latency: testserver.Latency{RTT: 40 * time.Millisecond, Base: 20 * time.Millisecond},
+			Excess:  testserver.Excess{FixedRetryAfter: 2 * time.Second},
+		},
+	}})
+	var logs syncBuffer
+	store := redisstore.New(rdb, redisstore.Options{Prefix: "fleet"})
+	var ctrls []*adaptive.Controller
+	for i := range 3 {
+		ctrl, err := adaptive.New(adaptive.WithRobots(false), adaptive.WithJitterSeed(uint64(i+1)), adaptive.WithStore(store),
+			adaptive.WithRule(adaptive.Rule{Domain: "a.test", Rate: 9, InitialRate: 9}),
+			adaptive.WithRule(adaptive.Rule{Domain: "b.test", MaxRetries: -1}), // a 429 is the caller's: no tail of retries
+			adaptive.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = ctrl.Close() })
+		ctrls = append(ctrls, ctrl)
+	}
+	var failed atomic.Int64
+	run := func(host string, d time.Duration) {
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i, ctrl := range ctrls {
+			hc := &http.Client{Transport: ctrl.Transport(site.Transport())}
+			for w := range 3 {
+				wg.Go(func() {
+					for n := 0; time.Since(start) < d; n++ {
+						resp, err := hc.Get(fmt.Sprintf("http://%s/page/%d", host, ((i*3+w)*100+n)%1000))
+						if err != nil {
+							failed.Add(1)
+							t.Logf("%s: %v", host, err)
+							continue
+						}
+						if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusTooManyRequests {
+							t.Errorf("%s: %s", host, resp.Status)
+						}
+						_, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+				})
+			}
+		}
+		wg.Wait()
+		t.Logf("%s: ran %v", host, time.Since(start))
+	}
+
+	// a rate ceiling of 9/s is the fleet's; Redis is killed at 1.5 s and
+	// back at 3 s
+	t0 := site.Elapsed()
+	time.AfterFunc(1500*time.Millisecond, rs.stop)
+	time.AfterFunc(3000*time.Millisecond, rs.start)
+	run("a.test", 5*time.Second)
+	a := site.Stats("a.test")
+	rate := func(from, to time.Duration) float64 {
+		n := 0
+		for _, at := range a.Accepted {
+			if at >= t0+from && at < t0+to {
+				n++
+			}
+		}
+		return float64(n) / (to - from).Seconds()
+	}
+	up, down := rate(250*time.Millisecond, 1500*time.Millisecond), rate(1750*time.Millisecond, 3000*time.Millisecond)
+	t.Logf("a.test, ceiling 9/s for the fleet: %.1f/s with Redis, %.1f/s while it is down (each process on a third)", up, down)
+	assert.LessOrEqual(t, up, 9*1.15)
+	assert.GreaterOrEqual(t, up, 9*0.8)
+	assert.LessOrEqual(t, down, 9*1.15, "each process on its share, not 9/s each")
+	assert.Greater(t, down, 9*0.5, "and not stopped")
+	assert.Zero(t, failed.Load(), "no request lost")
+	out := logs.String()
+	assert.Equal(t, 3, strings.Count(out, "shared store unreachable"), "said once per process:\n%s", out)
+	assert.Equal(t, 3, strings.Count(out, "shared store back"), "and once back, by 2 s after Redis:\n%s", out)
+
+	// pauses: a host that allows 6/s and asks for 2 s after a 429
+	run("b.test", 4*time.Second)
+	b := site.Stats("b.test")
+	t.Logf("b.test, 6/s: %d accepted, %d 429s, %d pause violations", len(b.Accepted), b.ByStatus[429], b.PauseViolations)
+	require.Positive(t, b.ByStatus[429], "the scenario throttles")
+	assert.Zero(t, b.PauseViolations, "nobody sends into a pause another was told of")
+	assert.Zero(t, failed.Load())
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A subscription outlives a restart of Redis: go-redis reconnects and
+// subscribes again, and pauses shared after it are heard.
+func TestSubscribeSurvivesRestart(t *testing.T) {
+	srv := startServer(t)
+	s := redisstore.New(srv.client(t), redisstore.Options{})
+	heard := make(chan string, 16)
+	cancel := s.Subscribe(func(scope string, _ time.Duration, _ adaptive.Reason) { heard <- scope })
+	defer cancel()
+	srv.stop()
+	time.Sleep(2 * time.Second) // long enough for the subscriber to fail to reconnect
+	srv.start()
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; ; i++ {
+		scope := fmt.Sprintf("after-%d", i)
+		_, err := s.Release(ctx, adaptive.Release{Scope: scope, Process: "p", Pause: time.Minute, Reason: adaptive.ReasonBackoff})
+		if err == nil {
+			select {
+			case got := <-heard:
+				t.Logf("heard %q %d tries after the restart", got, i)
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "no pause heard within 10 s of the restart")
+	}
+}
