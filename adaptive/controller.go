@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/colly-polite/polite/classify"
@@ -28,6 +29,10 @@ type Controller struct {
 	// shows them the first 16 KiB of bodies under 500.
 	peekBody bool
 
+	global *globalPacer  // Config.GlobalRate; nil when there is none
+	claims atomic.Uint64 // numbers claims
+	watch  watchers      // Notify's
+
 	mu        sync.RWMutex
 	scopes    map[string]*scope // guarded by mu
 	lastSweep time.Duration     // guarded by mu
@@ -49,6 +54,7 @@ func newController(st *settings) *Controller {
 		origin:   time.Now(),
 		streams:  newStreams(st.EventBuffer),
 		mem:      newMemory(st.MaxRemembered),
+		global:   newGlobalPacer(st.GlobalRate),
 		scopes:   make(map[string]*scope),
 	}
 }
@@ -93,8 +99,7 @@ type call struct {
 
 // resolve works out the scope and rule of req.
 func (c *Controller) resolve(req *http.Request) call {
-	h, _ := splitHostPort(NormalizeHost(reqScheme(req), reqHost(req)))
-	return call{key: c.st.Scope(req), rule: c.st.ruleFor(h)}
+	return call{key: c.st.Scope(req), rule: c.st.ruleFor(NormalizeHost(reqScheme(req), reqHost(req)))}
 }
 
 // scope returns the scope of key, creating it with what memory holds of it.
@@ -176,6 +181,7 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 			return Permit{c: c, g: g}, nil
 		}
 		s.untake(g.t)
+		c.notify(cl.key)
 	}
 }
 
@@ -230,6 +236,7 @@ func (c *Controller) outcomeOf(resp *http.Response, err error, body []byte) outc
 // the event streams and the log what it decided.
 func (c *Controller) finish(g grant, o *outcome, resp *http.Response, err error, now time.Duration) {
 	r := g.sc.record(now, g.t, o, c.st)
+	c.notify(g.key)
 	if c.st.Store != nil && r.share != 0 {
 		c.sharePause(g.key, g.sc, c.at(r.share), r.shareReason)
 	}
@@ -309,6 +316,7 @@ func (c *Controller) Unpark(scopeKey string) bool {
 	s.core.unpark(c.now())
 	s.line.nudgeHead()
 	s.mu.Unlock()
+	c.notify(scopeKey)
 	return true
 }
 
