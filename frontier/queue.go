@@ -373,13 +373,20 @@ func (q *Queue) finish(j job) {
 	}
 }
 
-// notified hears from the controller that a scope may send sooner.
+// notified hears from the controller that a scope may send sooner: a
+// scope parked on a release, or waiting for a time that a change of rate
+// may have moved, is asked again, as a scope's line wakes its head.
 func (q *Queue) notified(key string) {
 	q.mu.Lock()
 	s := q.subs[key]
-	if s != nil && s.parked {
+	switch {
+	case s == nil:
+	case s.parked:
 		s.parked = false
 		q.schedule(s)
+	case s.idx >= 0 && !s.at.IsZero():
+		s.at = time.Time{}
+		heap.Fix(&q.due, s.idx)
 	}
 	q.mu.Unlock()
 	if s != nil {

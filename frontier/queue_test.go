@@ -253,3 +253,48 @@ func TestFrontierStop(t *testing.T) {
 		assert.Equal(t, 10, srv.Stats("a.test").Requests)
 	})
 }
+
+// The controller learns through the frontier what it learns from a scope's
+// line: on one host with a hidden 4/s (GCRA, burst 1), colly/queue (all
+// threads waiting in the scope's line) and the frontier find the same
+// estimate and take the same time. (Before the frontier asked again on
+// every Notify, it sent on a due time a rate rise had moved, late, and the
+// pacer's credit for that lateness drew a 429 that halved the estimate.)
+func TestFrontierFindsTheLimit(t *testing.T) {
+	run := func(mode string) (took time.Duration, est float64) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{"a.test": {
+				Limit:   testserver.Limit{Kind: testserver.TokenBucket, Rate: 4, Burst: 1},
+				Latency: testserver.Latency{Base: 50 * time.Millisecond},
+			}}})
+			c := colly.NewCollector()
+			c.WithTransport(srv.Transport())
+			ctrl := adaptive.Attach(c, adaptive.WithRobots(false), adaptive.WithJitterSeed(1))
+			type runner interface {
+				AddURL(string) error
+				Run(*colly.Collector) error
+			}
+			var q runner
+			if mode == "frontier" {
+				q, _ = frontier.New(ctrl, frontier.Config{Threads: 8})
+			} else {
+				q, _ = queue.New(8, nil)
+			}
+			for i := range 200 {
+				require.NoError(t, q.AddURL(fmt.Sprintf("%s/page/%d", srv.HostURL("a.test"), i)))
+			}
+			start := time.Now()
+			require.NoError(t, q.Run(c))
+			took = time.Since(start)
+			snap, _ := ctrl.Snapshot("a.test")
+			est = snap.Estimate
+			assert.Equal(t, 200, len(srv.Stats("a.test").Accepted))
+		})
+		return took, est
+	}
+	tq, eq := run("colly")
+	tf, ef := run("frontier")
+	t.Logf("colly/queue %.1f s, estimate %.2f/s; frontier %.1f s, estimate %.2f/s", tq.Seconds(), eq, tf.Seconds(), ef)
+	assert.InDelta(t, eq, ef, 0.05*eq)
+	assert.LessOrEqual(t, tf, tq*102/100)
+}
