@@ -92,7 +92,7 @@ func origin(req *http.Request) string {
 // disallowed returns the error of a request that robots.txt facts f
 // forbid (with RobotsDisallow on), or nil.
 func (c *Controller) disallowed(req *http.Request, key string, f *robotsFacts) error {
-	if !c.st.disallow || req.URL == nil || f.allows(req.URL.RequestURI()) {
+	if !c.st.disallow || req.URL == nil || f.group == nil && !f.disallowAll || f.allows(req.URL.RequestURI()) {
 		return nil
 	}
 	e := &ScopeError{Scope: key, Reason: ReasonRobots, Err: ErrDisallowed}
