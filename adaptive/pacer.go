@@ -102,8 +102,9 @@ func (p *pacer) sent(r *rule) {
 }
 
 // globalPacer is the controller-wide ceiling (Config.GlobalRate): one GCRA
-// schedule that every scope's send also takes from. Its mu is a leaf lock,
-// taken under a scope's.
+// schedule, strict (a ceiling, no credit for late timers), that every
+// scope's send also takes from. Its mu is a leaf lock, taken under a
+// scope's.
 type globalPacer struct {
 	mu sync.Mutex
 	b  tokenbucket.Bucket // guarded by mu
@@ -115,5 +116,6 @@ func newGlobalPacer(rate float64) *globalPacer {
 	}
 	g := &globalPacer{}
 	g.b.SetRate(rate)
+	g.b.SetStrict(true)
 	return g
 }

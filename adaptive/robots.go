@@ -3,6 +3,7 @@ package adaptive
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -51,35 +52,43 @@ func (f *robotsFacts) allows(uri string) bool {
 }
 
 // fetchRobots reads origin's robots.txt with send and returns what it says
-// to ua and how long to trust it (see robotsFrom). Redirects are followed
-// up to 5 hops.
-func fetchRobots(ctx context.Context, send func(*http.Request) (*http.Response, error), origin, ua string, p robotsPolicy) (robotsFacts, time.Duration) {
+// to ua and how long to trust it (see robotsPolicy.from). Redirects are
+// followed up to 5 hops. err is a refusal of send's own (a *ScopeError: the
+// scope is paused or parked): robots.txt was not asked for, and nothing is
+// learned.
+func fetchRobots(ctx context.Context, send func(*http.Request) (*http.Response, error), origin, ua string, p robotsPolicy) (robotsFacts, time.Duration, error) {
 	target := origin + "/robots.txt"
 	for hop := 0; hop < 6; hop++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 		if err != nil {
-			return p.unreadable()
+			f, ttl := p.unreadable()
+			return f, ttl, nil
 		}
 		if ua != "" {
 			req.Header.Set("User-Agent", ua)
 		}
 		resp, err := send(req)
 		if err != nil {
-			return p.unreadable()
+			if se := (*ScopeError)(nil); errors.As(err, &se) {
+				return robotsFacts{}, 0, err
+			}
+			f, ttl := p.unreadable()
+			return f, ttl, nil
 		}
 		b, readErr := io.ReadAll(io.LimitReader(resp.Body, robotsMaxBytes))
 		_ = resp.Body.Close()
 		if code := resp.StatusCode; code >= 300 && code < 400 {
 			loc, err := resp.Location()
 			if err != nil {
-				return robotsFacts{}, p.ttl
+				return robotsFacts{}, p.ttl, nil
 			}
 			target = loc.String()
 			continue
 		}
-		return p.from(origin, resp.StatusCode, b, readErr, ua)
+		f, ttl := p.from(origin, resp.StatusCode, b, readErr, ua)
+		return f, ttl, nil
 	}
-	return robotsFacts{}, p.ttl
+	return robotsFacts{}, p.ttl, nil
 }
 
 // from reads one answer to a robots.txt request (not a redirect): 2xx, the

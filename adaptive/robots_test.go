@@ -229,3 +229,20 @@ func TestRobotsOneFetchWithCollyRobots(t *testing.T) {
 		assertIdle(t, ctrl)
 	})
 }
+
+// A robots.txt the controller itself refused to ask for (its scope paused
+// beyond MaxPause) is no outage: the page fails with that refusal, not
+// ErrDisallowed, and robots.txt is asked for again next time.
+func TestRobotsRefusedIsNotUnreadable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{}))
+		store := &adaptive.MemoryStore{}
+		_, _, err := store.ExtendPause(t.Context(), "a.test", time.Now().Add(time.Hour), adaptive.ReasonRetryAfter)
+		require.NoError(t, err)
+		c, _ := newCollector(t, srv, adaptive.WithStore(store))
+		err = c.Visit(srv.HostURL("a.test") + "/page/1")
+		require.ErrorIs(t, err, adaptive.ErrPaused)
+		assert.NotErrorIs(t, err, adaptive.ErrDisallowed)
+		assert.Zero(t, srv.Stats("a.test").Requests)
+	})
+}

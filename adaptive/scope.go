@@ -119,6 +119,9 @@ func (s *scope) decide(c *Controller, now time.Duration) decision {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if w := g.b.Next(); w > now {
+		if w-now > c.st.MaxPause {
+			return decision{kind: fail, why: refusal{ReasonRate, w, ErrPaused}}
+		}
 		return decision{kind: waitUntil, wake: w}
 	}
 	d := s.core.decide(now, c.st)

@@ -141,12 +141,14 @@ func (t *Transport) robotsFor(ctx context.Context, req *http.Request, key string
 		send := func(r *http.Request) (*http.Response, error) {
 			return t.roundTrip(r, t.c.resolve(r), 0, timeout) // no retries: unavailable at once
 		}
-		f, ttl := fetchRobots(ctx, send, origin, req.Header.Get("User-Agent"), t.c.robotsPolicy())
-		abandoned := ctx.Err() != nil
-		t.c.mem.robotsDone(e, origin, key, f, t.c.now()+ttl, abandoned)
+		f, ttl, err := fetchRobots(ctx, send, origin, req.Header.Get("User-Agent"), t.c.robotsPolicy())
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		t.c.mem.robotsDone(e, origin, key, f, t.c.now()+ttl, err != nil)
 		t.c.notify(key)
-		if abandoned {
-			return robotsFacts{}, ctx.Err()
+		if err != nil {
+			return robotsFacts{}, err
 		}
 		return f, nil
 	}
@@ -171,7 +173,8 @@ func (t *Transport) teeRobots(req *http.Request, cl call) (*http.Response, error
 	resp, err := t.roundTrip(req, cl, 0, t.attemptTimeout)
 	if err != nil {
 		f, ttl := t.c.robotsPolicy().unreadable()
-		done(f, ttl, req.Context().Err() != nil)
+		se := (*ScopeError)(nil)
+		done(f, ttl, req.Context().Err() != nil || errors.As(err, &se)) // a refusal of ours: nothing learned
 		return nil, err
 	}
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
