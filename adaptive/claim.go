@@ -60,7 +60,7 @@ func (cl Claim) Release() {
 }
 
 // Wait says what a scope that could not be claimed waits for. At most one
-// of its fields is set.
+// of its fields is set; the zero value waits for nothing. A plain value.
 type Wait struct {
 	// Until is when the scope may send (the end of a pause, the pacer's
 	// next send, the global ceiling's); ask again then.

@@ -30,8 +30,8 @@ var (
 	ErrRunning = errors.New("frontier: Run is already running")
 )
 
-// Config configures a Queue. The zero value of every field means the
-// stated default.
+// Config configures a Queue: a plain value, the zero value of every field
+// meaning the stated default.
 type Config struct {
 	// Threads is how many requests run at once. 0 means 4.
 	Threads int
@@ -180,7 +180,7 @@ func (q *Queue) Size() int {
 // IsEmpty reports whether no request is waiting.
 func (q *Queue) IsEmpty() bool { return q.Size() == 0 }
 
-// Backlog is one scope's part of the queue.
+// Backlog is one scope's part of the queue, a plain value.
 type Backlog struct {
 	Scope   string
 	Queued  int // waiting in the queue

@@ -1,6 +1,7 @@
 package frontier_test
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -297,4 +298,35 @@ func TestFrontierFindsTheLimit(t *testing.T) {
 	t.Logf("colly/queue %.1f s, estimate %.2f/s; frontier %.1f s, estimate %.2f/s", tq.Seconds(), eq, tf.Seconds(), ef)
 	assert.InDelta(t, eq, ef, 0.05*eq)
 	assert.LessOrEqual(t, tf, tq*102/100)
+}
+
+// A URL robots.txt disallows is handed out at once and fails in Colly's
+// hands with adaptive.ErrDisallowed (OnError), unsent, holding no slot.
+func TestFrontierDisallowed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{"a.test": {
+			Robots: testserver.Robots{Disallow: []string{"/page/1"}},
+		}}})
+		c := colly.NewCollector()
+		c.WithTransport(srv.Transport())
+		ctrl := adaptive.Attach(c, adaptive.WithJitterSeed(1))
+		var disallowed atomic.Int64
+		c.OnError(func(_ *colly.Response, err error) {
+			if errors.Is(err, adaptive.ErrDisallowed) {
+				disallowed.Add(1)
+			}
+		})
+		q, err := frontier.New(ctrl, frontier.Config{Threads: 4})
+		require.NoError(t, err)
+		for i := range 20 {
+			require.NoError(t, q.AddURL(fmt.Sprintf("%s/page/%d", srv.HostURL("a.test"), i)))
+		}
+		require.NoError(t, q.Run(c))
+		assert.Equal(t, int64(11), disallowed.Load(), "/page/1 and /page/10 to /page/19")
+		st := srv.Stats("a.test")
+		assert.Equal(t, 9, len(st.Accepted))
+		assert.Equal(t, 1, st.Robots)
+		snap, _ := ctrl.Snapshot("a.test")
+		assert.Zero(t, snap.InFlight)
+	})
 }
