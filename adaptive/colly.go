@@ -100,19 +100,19 @@ func (ctrl *Controller) attach(c *colly.Collector, read func(*colly.Collector) (
 			timeout = collyDefaultTimeout
 		}
 	} else {
-		cur := client.Transport
+		cur, curTimeout := client.Transport, client.Timeout
 		if t, ok := cur.(*Transport); ok {
 			if t.c == ctrl {
 				return nil
 			}
 			logger(ctrl.st).Warn("adaptive: the collector's transport belongs to another controller: replaced by this one")
-			cur = t.next
+			cur, curTimeout = t.next, t.attemptTimeout // the collector's timeout moved there
 		}
 		if next == nil {
 			next = cur
 		}
 		if timeout == 0 {
-			timeout = client.Timeout
+			timeout = curTimeout
 		}
 		if !c.IgnoreRobotsTxt && ctrl.st.robots {
 			logger(ctrl.st).Info("adaptive: Colly's robots.txt handling is on as well (IgnoreRobotsTxt = false): both read one fetch of robots.txt, Colly refuses disallowed URLs with colly.ErrRobotsTxtBlocked before the controller sees them, the controller applies Crawl-delay")

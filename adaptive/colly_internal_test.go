@@ -79,3 +79,19 @@ func TestAttachLayoutChangedIsLoud(t *testing.T) {
 		assert.Same(t, base, tr.next)
 	})
 }
+
+// ctrl.Attach replacing another controller keeps the collector's timeout,
+// which the first Attach moved into its transport.
+func TestAttachReplaceKeepsTimeout(t *testing.T) {
+	c := colly.NewCollector()
+	c.SetRequestTimeout(7 * time.Second)
+	Attach(c)
+	second, err := New()
+	require.NoError(t, err)
+	require.NoError(t, second.Attach(c))
+	tr := collyClientOf(t, c).Transport.(*Transport)
+	assert.Same(t, second, tr.c)
+	assert.Equal(t, 7*time.Second, tr.attemptTimeout)
+	_, nested := tr.next.(*Transport)
+	assert.False(t, nested, "no controller inside a controller")
+}
