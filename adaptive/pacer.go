@@ -20,7 +20,6 @@ type pacer struct {
 	quota      float64       // quota-header ceiling, req/s (0: none)
 	quotaUntil time.Duration // the quota ceiling lapses then
 	why        Reason        // which ceiling binds; ReasonRate when none does
-	rng        *rand.PCG     // RandomGap's source; nil when the rule has none
 }
 
 // sync recomputes the rate in force from the law's rate and the ceilings,
@@ -93,12 +92,12 @@ func gapRate(d time.Duration) float64 {
 }
 
 // sent draws the random extra gap before the next send (Rule.RandomGap)
-// after a send was taken.
-func (p *pacer) sent(r *rule) {
-	if r.RandomGap <= 0 || p.rng == nil {
+// from rng after a send was taken.
+func (p *pacer) sent(r *rule, rng *rand.PCG) {
+	if r.RandomGap <= 0 {
 		return
 	}
-	p.b.Defer(time.Duration(p.rng.Uint64() % uint64(r.RandomGap)))
+	p.b.Defer(time.Duration(rng.Uint64() % uint64(r.RandomGap)))
 }
 
 // globalPacer is the controller-wide ceiling (Config.GlobalRate): one GCRA

@@ -3,8 +3,6 @@ package adaptive
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
-	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -28,11 +26,6 @@ type scope struct {
 func newScope(key string, r *rule, now time.Duration, seed uint64) *scope {
 	s := &scope{lastUsed: now}
 	s.core.init(key, r, now, seed)
-	if r.RandomGap > 0 {
-		h := fnv.New64a()
-		_, _ = h.Write([]byte(key))
-		s.core.pace.rng = rand.NewPCG(seed, ^h.Sum64()) // not the gate's stream
-	}
 	return s
 }
 
@@ -132,10 +125,11 @@ func (s *scope) decide(c *Controller, now time.Duration) decision {
 }
 
 // take grants the send decide allowed, and draws the random gap before the
-// next one. Called with mu held.
+// next one (from the scope's one random source, the gate's). Called with mu
+// held.
 func (s *scope) take(key string, now time.Duration) grant {
 	g := grant{s, key, s.core.take(now)}
-	s.core.pace.sent(s.core.rule)
+	s.core.pace.sent(s.core.rule, &s.core.gate.rng)
 	return g
 }
 
