@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/colly-polite/polite/classify"
@@ -29,6 +30,10 @@ type Controller struct {
 	// shows them the first 16 KiB of bodies under 500.
 	peekBody bool
 
+	global *globalPacer  // Config.GlobalRate; nil when there is none
+	claims atomic.Uint64 // numbers claims
+	watch  watchers      // Notify's
+
 	mu        sync.RWMutex
 	scopes    map[string]*scope // guarded by mu
 	lastSweep time.Duration     // guarded by mu
@@ -50,6 +55,7 @@ func newController(st *settings) *Controller {
 		origin:   time.Now(),
 		streams:  newStreams(st.EventBuffer),
 		mem:      newMemory(st.MaxRemembered),
+		global:   newGlobalPacer(st.GlobalRate),
 		scopes:   make(map[string]*scope),
 	}
 	if st.Store != nil {
@@ -101,8 +107,7 @@ type call struct {
 
 // resolve works out the scope and rule of req.
 func (c *Controller) resolve(req *http.Request) call {
-	h, _ := splitHostPort(NormalizeHost(reqScheme(req), reqHost(req)))
-	return call{key: c.st.Scope(req), rule: c.st.ruleFor(h)}
+	return call{key: c.st.Scope(req), rule: c.st.ruleFor(NormalizeHost(reqScheme(req), reqHost(req)))}
 }
 
 // scope returns the scope of key, creating it with what memory holds of it.
@@ -193,11 +198,15 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 		if c.fleet != nil {
 			lease, err := c.fleetAcquire(ctx, cl.key, s, &g)
 			if err == errAgain {
-				s.untake(g.t) // the fleet's concurrency is in use: ask again
+				// the fleet's concurrency is in use, or a pause it shared
+				// voided the slot: give the slot back, ask again
+				s.untake(g.t)
+				c.notify(cl.key)
 				continue
 			}
 			if err != nil {
 				s.untake(g.t)
+				c.notify(cl.key)
 				return Permit{}, err
 			}
 			g.lease = lease
@@ -260,6 +269,7 @@ func (c *Controller) finish(g grant, o *outcome, resp *http.Response, err error,
 	if c.fleet != nil {
 		c.fleetFinish(g.key, g.sc, g.lease, r, now, changed, version)
 	}
+	c.notify(g.key) // after the fleet's answer, which may move the rate
 	if !o.class.Signal() && o.class != classify.Blocked {
 		return
 	}
@@ -336,6 +346,7 @@ func (c *Controller) Unpark(scopeKey string) bool {
 	s.core.unpark(c.now())
 	s.line.nudgeHead()
 	s.mu.Unlock()
+	c.notify(scopeKey)
 	return true
 }
 

@@ -19,6 +19,9 @@ type scope struct {
 	memGen   uint32      // the memory generation the Crawl-delay was last read at
 	dead     bool        // evicted: look the key up again (set under Controller.mu too)
 	fl       *scopeFleet // with a Store: the fleet's view, nil until used
+	// claims are slots taken ahead of their requests (Controller.Claim),
+	// oldest first; their sends are counted in flight
+	claims []claimed
 }
 
 func newScope(key string, r *rule, now time.Duration, seed uint64) *scope {
@@ -42,13 +45,16 @@ type grant struct {
 // line does not. crawlDelay is the Crawl-delay of the request's origin: the
 // scope's ceiling is at least that strict.
 func (s *scope) acquire(ctx context.Context, c *Controller, key string, now time.Duration, crawlDelay time.Duration) (grant, error) {
-	st := c.st
 	s.mu.Lock()
 	s.lastUsed = now
 	s.pullCeilings(c, key, now, crawlDelay)
+	if g, ok := s.useClaim(c, key, now); ok {
+		s.mu.Unlock()
+		return g, nil
+	}
 	if len(s.line) == 0 {
-		if d := s.core.decide(now, st); d.kind == sendNow {
-			g := grant{sc: s, key: key, t: s.core.take(now)}
+		if d := s.decide(c, now); d.kind == sendNow {
+			g := s.take(key, now)
 			s.mu.Unlock()
 			return g, nil
 		} else if d.kind == fail {
@@ -70,12 +76,13 @@ func (s *scope) acquire(ctx context.Context, c *Controller, key string, now time
 			continue
 		}
 		now = c.now()
-		d := s.core.decide(now, st)
+		d := s.decide(c, now)
 		switch d.kind {
 		case sendNow:
-			g := grant{sc: s, key: key, t: s.core.take(now)}
+			g := s.take(key, now)
 			s.line.pop()
 			s.mu.Unlock()
+			c.notify(key) // the line moved: a frontier may claim again
 			return g, nil
 		case fail:
 			s.mu.Unlock()
@@ -91,6 +98,41 @@ func (s *scope) acquire(ctx context.Context, c *Controller, key string, now time
 		}
 		s.mu.Lock()
 	}
+}
+
+// decide is the core's decision under the controller's global ceiling
+// (Config.GlobalRate): a send goes only when both allow it. Called with mu
+// held; takes the global ceiling's lock, a leaf.
+func (s *scope) decide(c *Controller, now time.Duration) decision {
+	g := c.global
+	if g == nil {
+		return s.core.decide(now, c.st)
+	}
+	if why, ok := s.core.gate.refuse(now, c.st.MaxPause); ok {
+		return decision{kind: fail, why: why}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if w := g.b.Next(); w > now {
+		if w-now > c.st.MaxPause {
+			return decision{kind: fail, why: refusal{ReasonRate, w, ErrPaused}}
+		}
+		return decision{kind: waitUntil, wake: w}
+	}
+	d := s.core.decide(now, c.st)
+	if d.kind == sendNow {
+		g.b.Take(now)
+	}
+	return d
+}
+
+// take grants the send decide allowed, and draws the random gap before the
+// next one (from the scope's one random source, the gate's). Called with mu
+// held.
+func (s *scope) take(key string, now time.Duration) grant {
+	g := grant{sc: s, key: key, t: s.core.take(now)}
+	s.core.pace.sent(s.core.rule, &s.core.gate.rng)
+	return g
 }
 
 // pullCeilings reads what memory knows of the scope's Crawl-delay when it
