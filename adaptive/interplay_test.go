@@ -107,7 +107,11 @@ func TestLimitRulesStillApply(t *testing.T) {
 		got, rate := run(t, false)
 		t.Logf("%.1f req/s with the snapshot saying rate %.1f", got, rate)
 		assert.LessOrEqual(t, got, 2/(0.2+0.05)+0.1, "Colly's rule: 2 every delay + response time")
-		assert.Greater(t, rate, got*1.5, "the controller does not see Colly's rule")
+		// law v2 raises the rate only in rounds where its pacer held most
+		// sends back: Colly's rule lets 8/s through, so the controller's
+		// rate follows that demand (v1 kept doubling past it, to 16) and
+		// nothing in it says that a rule above holds the crawl
+		assert.InDelta(t, got, rate, 0.5, "the controller's rate follows what Colly's rule lets through")
 	})
 	t.Run("converted", func(t *testing.T) {
 		got, rate := run(t, true)
@@ -119,27 +123,45 @@ func TestLimitRulesStillApply(t *testing.T) {
 
 // ctrl.Attach(c2) is how two collectors share one controller, and the
 // right way for two collectors on one host: one schedule, one pause, one
-// law (two controllers sharing a MemoryStore share only the pauses).
+// law (two controllers sharing a MemoryStore share only the pauses). Two
+// collectors of 10 workers on one controller do as well as one collector
+// of 20: sharing costs nothing.
 func TestTwoCollectorsShareController(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.NewTest(t, oneHost(testserver.Policy{
-			Limit:   fixedWindow(10),
-			Latency: testserver.Latency{Base: 50 * time.Millisecond},
-			Excess:  testserver.Excess{FixedRetryAfter: 2 * time.Second},
-		}))
-		c1, ctrl := newCollector(t, srv, adaptive.WithRobots(false))
-		c2 := colly.NewCollector(colly.AllowURLRevisit())
-		c2.WithTransport(srv.Transport())
-		require.NoError(t, ctrl.Attach(c2))
-		assert.Same(t, ctrl, adaptive.ControllerOf(c2))
-		done := make(chan struct{})
-		go func() { crawl(t, c2, 10, 30*time.Second, srv.HostURL("a.test")); close(done) }()
-		crawl(t, c1, 10, 30*time.Second, srv.HostURL("a.test"))
-		<-done
-		st := srv.Stats("a.test")
-		t.Logf("accepted %d, 429s %d, pause violations %d", len(st.Accepted), st.ByStatus[429], st.PauseViolations)
-		assert.Zero(t, st.PauseViolations)
-		assert.Greater(t, len(st.Accepted), 200, "and still near the limit")
-		assertIdle(t, ctrl)
-	})
+	run := func(t *testing.T, two bool) (st testserver.Stats) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := testserver.NewTest(t, oneHost(testserver.Policy{
+				Limit:   fixedWindow(10),
+				Latency: testserver.Latency{Base: 50 * time.Millisecond},
+				Excess:  testserver.Excess{FixedRetryAfter: 2 * time.Second},
+			}))
+			c1, ctrl := newCollector(t, srv, adaptive.WithRobots(false))
+			if !two {
+				crawl(t, c1, 20, 30*time.Second, srv.HostURL("a.test"))
+				st = srv.Stats("a.test")
+				return
+			}
+			c2 := colly.NewCollector(colly.AllowURLRevisit())
+			c2.WithTransport(srv.Transport())
+			require.NoError(t, ctrl.Attach(c2))
+			assert.Same(t, ctrl, adaptive.ControllerOf(c2))
+			done := make(chan struct{})
+			go func() { crawl(t, c2, 10, 30*time.Second, srv.HostURL("a.test")); close(done) }()
+			crawl(t, c1, 10, 30*time.Second, srv.HostURL("a.test"))
+			<-done
+			st = srv.Stats("a.test")
+			assertIdle(t, ctrl)
+		})
+		return st
+	}
+	one, two := run(t, false), run(t, true)
+	t.Logf("one collector of 20: accepted %d, 429s %d; two of 10: accepted %d, 429s %d, pause violations %d",
+		len(one.Accepted), one.ByStatus[429], len(two.Accepted), two.ByStatus[429], two.PauseViolations)
+	assert.Zero(t, two.PauseViolations)
+	assert.LessOrEqual(t, two.ByStatus[429], one.ByStatus[429], "one pause for both")
+	assert.GreaterOrEqual(t, float64(len(two.Accepted)), 0.97*float64(len(one.Accepted)), "as near the limit as one collector")
+	// law v2 gets 61-65 % of this fixed window (6 429s of 2 s each in 30
+	// s): its fast probe after slow start's first throttle costs one
+	// pause more than v1 did here (70 %); the bound is the law's, not the
+	// sharing's
+	assert.Greater(t, len(two.Accepted), 180, "and still near the limit")
 }
