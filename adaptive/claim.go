@@ -87,6 +87,13 @@ func (c *Controller) ScopeKey(req *http.Request) string { return c.st.Scope(req)
 // waits for. err is the refusal the request would meet now (a park, a
 // pause beyond MaxPause, robots.txt's Disallow): sent, it fails at once.
 // Claim never waits and never does I/O.
+//
+// With a Store (WithStore), a claim holds this process's slot only: the
+// fleet's lease and the slot of its shared schedule are taken when the
+// claimed request is sent, as for any request (Claim does no I/O). The
+// request may then wait there for the fleet; if the fleet's concurrency is
+// in use or a pause it shared voids the slot, the claim's slot is given
+// back and the request waits in the scope's line like any other.
 func (c *Controller) Claim(req *http.Request) (Claim, Wait, error) {
 	if req == nil || req.URL == nil {
 		return Claim{}, Wait{}, errNoURL

@@ -120,3 +120,92 @@ func TestClaimWaits(t *testing.T) {
 		assert.Error(t, err, "no URL")
 	})
 }
+
+// leaseStore counts the fleet's leases taken and given back.
+type leaseStore struct {
+	adaptive.MemoryStore
+	taken, back atomic.Int64
+}
+
+func (s *leaseStore) Acquire(ctx context.Context, a adaptive.Acquisition) (adaptive.Grant, error) {
+	g, err := s.MemoryStore.Acquire(ctx, a)
+	if g.Lease != "" {
+		s.taken.Add(1)
+	}
+	return g, err
+}
+
+func (s *leaseStore) Release(ctx context.Context, r adaptive.Release) (adaptive.Settlement, error) {
+	if r.Lease != "" {
+		s.back.Add(1)
+	}
+	return s.MemoryStore.Release(ctx, r)
+}
+
+// With a Store, a claim holds this process's slot only: Claim does no I/O.
+// The fleet's lease and its schedule's slot are taken when the claimed
+// request is sent, as for any request; while the fleet's concurrency is in
+// use elsewhere, the claimed request waits for it (its local slot given
+// back meanwhile) and never sends past the fleet.
+func TestClaimWithStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &leaseStore{}
+		rule := adaptive.WithDefault(adaptive.Rule{InitialRate: 1000, StartConcurrency: 1, MaxConcurrency: 1})
+		a, err := adaptive.New(rule, adaptive.WithStore(store))
+		require.NoError(t, err)
+		b, err := adaptive.New(rule, adaptive.WithStore(store))
+		require.NoError(t, err)
+		req, _ := http.NewRequest("GET", "http://a.test/", nil)
+		ctx := context.Background()
+
+		held, err := b.Acquire(ctx, req) // the fleet's one slot, in the other process
+		require.NoError(t, err)
+		require.Equal(t, int64(1), store.taken.Load())
+
+		cl, _, err := a.Claim(req)
+		require.NoError(t, err)
+		require.True(t, cl.Held(), "this process's slot is free: Claim does not ask the store")
+		assert.Equal(t, int64(1), store.taken.Load(), "Claim took no lease")
+
+		var p adaptive.Permit
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			p, err = a.Acquire(ctx, req)
+		}()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatal("the claimed request went past the fleet's limit")
+		default:
+		}
+		held.Record(&http.Response{StatusCode: 200, Header: http.Header{}}, nil)
+		<-done
+		require.NoError(t, err)
+		assert.Equal(t, int64(2), store.taken.Load(), "the claimed request took the fleet's lease when sent")
+		snap, _ := a.Snapshot("a.test")
+		assert.Equal(t, 1, snap.InFlight)
+		p.Record(&http.Response{StatusCode: 200, Header: http.Header{}}, nil)
+		cl.Release() // used or given back: nothing left to release
+		snap, _ = a.Snapshot("a.test")
+		assert.Zero(t, snap.InFlight)
+		assert.Equal(t, store.taken.Load(), store.back.Load(), "every lease given back")
+
+		// a claim used at once, the fleet free: one lease, given back
+		time.Sleep(time.Second)
+		cl, _, err = a.Claim(req)
+		require.NoError(t, err)
+		require.True(t, cl.Held())
+		start := time.Now()
+		p, err = a.Acquire(ctx, req)
+		require.NoError(t, err)
+		assert.Zero(t, time.Since(start), "no wait: the fleet's slot is free and its schedule due")
+		p.Record(&http.Response{StatusCode: 200, Header: http.Header{}}, nil)
+		cl.Release()
+		assert.Equal(t, int64(3), store.taken.Load())
+		assert.Equal(t, store.taken.Load(), store.back.Load())
+		require.NoError(t, a.Close())
+		require.NoError(t, b.Close())
+	})
+}

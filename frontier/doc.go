@@ -3,6 +3,8 @@
 // while another host could use it: one FIFO per scope, as Heritrix and
 // Nutch keep per host, and each free thread gets the request whose scope is
 // ready soonest, its send slot claimed from the adaptive controller first.
+// (With a shared Store, a claim holds the process's slot, not the fleet's:
+// a thread may still wait for the fleet's schedule.)
 //
 //	c := colly.NewCollector()
 //	ctrl := adaptive.Attach(c)

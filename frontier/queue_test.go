@@ -330,3 +330,56 @@ func TestFrontierDisallowed(t *testing.T) {
 		assert.Zero(t, snap.InFlight)
 	})
 }
+
+// Two processes, each with its own frontier and controller, sharing a
+// Store: the claims each frontier hands out hold its own slot, the sends
+// go through the fleet, and the fleet's ceiling holds for both together.
+// Every URL is done and no slot or lease is left held.
+func TestFrontierWithStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{"a.test": {
+			Latency: testserver.Latency{Base: 50 * time.Millisecond},
+		}}})
+		store := &adaptive.MemoryStore{}
+		var wg sync.WaitGroup
+		for i := range 2 {
+			c := colly.NewCollector(colly.AllowURLRevisit())
+			c.WithTransport(srv.Transport())
+			ctrl := adaptive.Attach(c, adaptive.WithRobots(false), adaptive.WithJitterSeed(uint64(i+1)),
+				adaptive.WithStore(store), adaptive.WithDefault(adaptive.Rule{Rate: 5, InitialRate: 5}))
+			require.NoError(t, ctrl.Err())
+			q, err := frontier.New(ctrl, frontier.Config{Threads: 4})
+			require.NoError(t, err)
+			for p := range 50 {
+				require.NoError(t, q.AddURL(fmt.Sprintf("%s/page/%d", srv.HostURL("a.test"), 100*i+p)))
+			}
+			wg.Go(func() {
+				assert.NoError(t, q.Run(c))
+				for _, s := range ctrl.Snapshots() {
+					assert.Zero(t, s.InFlight, s.Scope)
+					assert.Zero(t, s.Waiting, s.Scope)
+				}
+				assert.NoError(t, ctrl.Close())
+			})
+		}
+		start := time.Now()
+		wg.Wait()
+		took := time.Since(start)
+		st := srv.Stats("a.test")
+		assert.Equal(t, 100, len(st.Accepted))
+		// 100 sends at the fleet's 5/s take about 20 s (two apart: 10 s)
+		t.Logf("100 pages at a fleet ceiling of 5/s in %.1f s", took.Seconds())
+		assert.GreaterOrEqual(t, took, 19*time.Second, "the ceiling is the fleet's, not each process's")
+		most := 0 // the most pages in any 2 s
+		for i, a := range st.Accepted {
+			n := 0
+			for _, b := range st.Accepted[i:] {
+				if b-a < 2*time.Second {
+					n++
+				}
+			}
+			most = max(most, n)
+		}
+		assert.LessOrEqual(t, most, 11, "at most 5/s for both together, plus the first of the window")
+	})
+}
