@@ -13,15 +13,20 @@ import (
 type scope struct {
 	mu sync.Mutex
 	// guarded by mu:
-	core     core
-	line     line
-	lastUsed time.Duration
-	memGen   uint32 // the memory generation the Crawl-delay was last read at
-	dead     bool   // evicted: look the key up again (set under Controller.mu too)
+	core       core
+	line       line
+	lastUsed   time.Duration
+	created    time.Duration
+	pauseStart time.Duration // see settlePause
+	pausedPast time.Duration
+	codes      [statusSlots]uint32 // responses by status code (statusSlot)
+	retries    uint32
+	memGen     uint32 // the memory generation the Crawl-delay was last read at
+	dead       bool   // evicted: look the key up again (set under Controller.mu too)
 }
 
 func newScope(key string, r *rule, now time.Duration, seed uint64) *scope {
-	s := &scope{lastUsed: now}
+	s := &scope{lastUsed: now, created: now}
 	s.core.init(key, r, now, seed)
 	return s
 }
@@ -32,6 +37,7 @@ type grant struct {
 	sc  *scope
 	key string
 	t   ticket
+	at  time.Duration // when it was granted
 }
 
 // acquire waits politely for a send slot. Only the head of the line waits
@@ -41,21 +47,37 @@ type grant struct {
 // scope's ceiling is at least that strict.
 func (s *scope) acquire(ctx context.Context, c *Controller, key string, now time.Duration, crawlDelay time.Duration) (grant, error) {
 	st := c.st
+	entry := now
 	s.mu.Lock()
 	s.lastUsed = now
-	s.pullCeilings(c, key, now, crawlDelay)
+	sp := s.begin(c, now)
+	s.pullCeilings(c, key, now, crawlDelay, &sp)
 	if len(s.line) == 0 {
 		if d := s.core.decide(now, st); d.kind == sendNow {
-			g := grant{s, key, s.core.take(now)}
+			g := grant{s, key, s.core.take(now), now}
+			s.end(&sp)
 			s.mu.Unlock()
+			if sp.tale != nil {
+				c.tell(key, &sp, &cue{op: opAcquire, granted: true})
+			}
 			return g, nil
 		} else if d.kind == fail {
+			s.end(&sp)
 			s.mu.Unlock()
+			if sp.tale != nil {
+				c.tell(key, &sp, &cue{op: opAcquire})
+			}
 			return grant{}, s.refused(c, key, d.why)
 		}
 	}
+	s.end(&sp)
 	w := newWaiter()
 	s.line = append(s.line, w)
+	if sp.tale != nil {
+		s.mu.Unlock() // no I/O under the lock; w may be nudged meanwhile
+		c.tell(key, &sp, &cue{op: opAcquire})
+		s.mu.Lock()
+	}
 	for {
 		if s.line.head() != w {
 			s.mu.Unlock()
@@ -68,18 +90,31 @@ func (s *scope) acquire(ctx context.Context, c *Controller, key string, now time
 			continue
 		}
 		now = c.now()
+		sp = s.begin(c, now)
 		d := s.core.decide(now, st)
 		switch d.kind {
 		case sendNow:
-			g := grant{s, key, s.core.take(now)}
+			g := grant{s, key, s.core.take(now), now}
 			s.line.pop()
+			s.end(&sp)
 			s.mu.Unlock()
+			if sp.tale != nil {
+				c.tell(key, &sp, &cue{op: opAcquire, granted: true, wait: now - entry})
+			}
 			return g, nil
 		case fail:
+			s.end(&sp)
 			s.mu.Unlock()
+			if sp.tale != nil {
+				c.tell(key, &sp, &cue{op: opAcquire})
+			}
 			return grant{}, s.leave(w, s.refused(c, key, d.why))
 		}
+		s.end(&sp)
 		s.mu.Unlock()
+		if sp.tale != nil {
+			c.tell(key, &sp, &cue{op: opAcquire})
+		}
 		var wake time.Time // zero: wait for a nudge
 		if d.kind == waitUntil {
 			wake = c.at(d.wake)
@@ -93,17 +128,26 @@ func (s *scope) acquire(ctx context.Context, c *Controller, key string, now time
 
 // pullCeilings reads what memory knows of the scope's Crawl-delay when it
 // changed since the last look, and applies the Crawl-delay of the
-// request's origin. Called with mu held.
-func (s *scope) pullCeilings(c *Controller, key string, now time.Duration, crawlDelay time.Duration) {
+// request's origin. Called with mu held, within step sp.
+func (s *scope) pullCeilings(c *Controller, key string, now time.Duration, crawlDelay time.Duration, sp *step) {
 	changed := false
 	if g := c.mem.generation(); g != s.memGen {
 		s.memGen = g
 		if d, ok := c.mem.crawlDelay(key); ok {
 			s.core.pace.robots = crawlDelayRate(d)
 			changed = true
+			if sp.tale != nil {
+				sp.tale.crawlDelay = d
+			}
 		}
 	}
-	if s.core.pace.requireCrawlDelay(crawlDelayRate(crawlDelay)) || changed {
+	if s.core.pace.requireCrawlDelay(crawlDelayRate(crawlDelay)) {
+		changed = true
+		if sp.tale != nil {
+			sp.tale.crawlDelay = crawlDelay
+		}
+	}
+	if changed {
 		s.core.pace.sync(now, &s.core)
 	}
 }
@@ -148,12 +192,17 @@ func (s *scope) leave(w *waiter, err error) error {
 	return err
 }
 
-// record returns the slot of t and applies its outcome.
-func (s *scope) record(now time.Duration, t ticket, o *outcome, st *settings) reaction {
+// record returns the slot of t and applies its outcome, as step sp.
+func (s *scope) record(c *Controller, now time.Duration, t ticket, o *outcome, sp *step) reaction {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastUsed = now
-	r := s.core.record(now, t, o, st)
+	*sp = s.begin(c, now)
+	r := s.core.record(now, t, o, c.st)
+	if o.status != 0 {
+		s.codes[statusSlot(o.status)]++
+	}
+	s.end(sp)
 	s.line.nudgeHead()
 	return r
 }
@@ -169,15 +218,40 @@ func (s *scope) untake(t ticket) {
 
 // adopt takes a pause announced elsewhere (the shared Store), with a jitter
 // of its own. It reports whether it did.
-func (s *scope) adopt(now, until time.Duration, reason Reason, st *settings) bool {
+func (s *scope) adopt(c *Controller, key string, now, until time.Duration, reason Reason) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.core.gate.adopt(now, until, reason, st) {
-		return false
+	sp := s.begin(c, now)
+	ok := s.core.gate.adopt(now, until, reason, c.st)
+	if ok {
+		s.core.pace.b.Drain(s.core.gate.pausedUntil)
+		s.line.nudgeHead()
 	}
-	s.core.pace.b.Drain(s.core.gate.pausedUntil)
+	s.end(&sp)
+	s.mu.Unlock()
+	if sp.tale != nil {
+		c.tell(key, &sp, &cue{op: opAdopt})
+	}
+	return ok
+}
+
+// unpark lifts a park and any pause (Controller.Unpark).
+func (s *scope) unpark(c *Controller, key string) {
+	s.mu.Lock()
+	sp := s.begin(c, c.now())
+	s.core.unpark(sp.now)
 	s.line.nudgeHead()
-	return true
+	s.end(&sp)
+	s.mu.Unlock()
+	if sp.tale != nil {
+		c.tell(key, &sp, &cue{op: opUnpark})
+	}
+}
+
+// retried counts a retry: an attempt after the first of one request.
+func (s *scope) retried() {
+	s.mu.Lock()
+	s.retries++
+	s.mu.Unlock()
 }
 
 // idle reports whether the scope can be evicted at now: nothing in flight,
