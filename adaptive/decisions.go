@@ -3,6 +3,7 @@ package adaptive
 import (
 	"context"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/colly-polite/polite/adaptive/internal/law"
@@ -405,14 +406,14 @@ func (c *Controller) logLine(key string, v *view, l *entry) {
 	attrs = append(attrs,
 		slog.Time("t", c.at(l.at)), slog.String("scope", key),
 		slog.String("event", l.event), slog.String("cause", l.cause),
-		slog.String("phase", v.phase.String()), slog.Float64("rate", v.rate),
-		slog.Float64("limit", v.limit), slog.Int("inflight", int(v.inflight)),
-		slog.Float64("estimate", v.estimate), slog.String("ceiling", ceilingName(v.ceiling)))
+		slog.String("phase", v.phase.String()), slog.Float64("rate", round(v.rate)),
+		slog.Float64("limit", round(v.limit)), slog.Int("inflight", int(v.inflight)),
+		slog.Float64("estimate", round(v.estimate)), slog.String("ceiling", ceilingName(v.ceiling)))
 	if v.ceiling != ReasonNone {
-		attrs = append(attrs, slog.Float64("ceiling_rate", v.ceilingRate))
+		attrs = append(attrs, slog.Float64("ceiling_rate", round(v.ceilingRate)))
 	}
 	if l.hasWas {
-		attrs = append(attrs, slog.Float64("was", l.was))
+		attrs = append(attrs, slog.Float64("was", round(l.was)))
 	}
 	if l.from != "" {
 		attrs = append(attrs, slog.String("from", l.from))
@@ -439,4 +440,13 @@ func (c *Controller) logLine(key string, v *view, l *entry) {
 		attrs = append(attrs, slog.Duration("crawl_delay", l.crawlDelay))
 	}
 	c.st.Logger.LogAttrs(context.Background(), l.level, "adaptive", attrs...)
+}
+
+// round keeps four significant digits, enough to read a log at a glance.
+func round(x float64) float64 {
+	if x == 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+		return x
+	}
+	p := math.Pow(10, 3-math.Floor(math.Log10(math.Abs(x))))
+	return math.Round(x*p) / p
 }
