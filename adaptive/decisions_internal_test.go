@@ -51,7 +51,7 @@ func TestNarrate(t *testing.T) {
 			[]string{"DEBUG throttled tail", "INFO pause breaker", "INFO breaker-open throttled"}},
 		"the cooldown ends": {with(func(v *view) { v.breaker = BreakerOpen }), with(func(v *view) { v.breaker = BreakerHalfOpen }), tale{},
 			cue{op: opAcquire}, []string{"INFO breaker-half-open cooldown-ended"}},
-		"the probe closes the breaker": {with(func(v *view) { v.breaker, v.held = BreakerHalfOpen, now + time.Second }), steady, tale{},
+		"the probe closes the breaker": {with(func(v *view) { v.breaker, v.held = BreakerHalfOpen, now+time.Second }), steady, tale{},
 			cue{op: opRecord, class: classify.Success, status: 200},
 			[]string{"INFO breaker-closed probe-succeeded", "INFO hold-lifted resumed"}},
 		"blocks park the scope": {steady, with(func(v *view) { v.parked, v.parkedUntil = true, now+15*time.Minute }), tale{},
@@ -60,7 +60,9 @@ func TestNarrate(t *testing.T) {
 		"Unpark lifts a park and a pause": {with(func(v *view) { v.parked, v.pausedUntil = true, now+time.Minute }), steady,
 			tale{pauseFrom: 5 * time.Second}, cue{op: opUnpark}, []string{"INFO resume unpark", "INFO unparked unpark"}},
 		"robots.txt gives a Crawl-delay that binds": {with(func(v *view) { v.phase, v.lawRate, v.rate = law.SlowStart, 2, 2 }),
-			with(func(v *view) { v.phase, v.lawRate, v.rate, v.robots, v.ceiling, v.ceilingRate = law.SlowStart, 2, 0.99, 0.99, ReasonCrawlDelay, 0.99 }),
+			with(func(v *view) {
+				v.phase, v.lawRate, v.rate, v.robots, v.ceiling, v.ceilingRate = law.SlowStart, 2, 0.99, 0.99, ReasonCrawlDelay, 0.99
+			}),
 			tale{crawlDelay: time.Second}, cue{op: opAcquire}, []string{"INFO robots crawl-delay", "INFO ceiling crawl-delay"}},
 		"a quota ceiling appears": {steady, with(func(v *view) { v.quota = 5 }), tale{}, cue{op: opRecord, class: classify.Success, status: 200},
 			[]string{"INFO quota headers"}},
