@@ -120,18 +120,28 @@ func (c *Controller) logLevels() (info, debug bool) {
 }
 
 // begin starts a step at now: it settles a pause that has ended and, when
-// the log is on, takes the view before. Called with mu held.
+// the log is on, takes the view before. Called with mu held. (Small enough
+// to inline: the log's work is in tell.)
 func (s *scope) begin(c *Controller, now time.Duration) step {
 	sp := step{now: now}
 	from, to, ended := s.settlePause(now)
 	sp.until = s.core.gate.pausedUntil
-	if info, debug := c.logLevels(); info {
-		if !ended {
-			from = s.pauseStart // of the pause in force, if any
-		}
-		sp.tale = &tale{debug: debug, before: s.view(), resumed: ended, pauseFrom: from, pauseTo: to, pauseWhy: s.core.gate.reason}
+	if c.st.Logger != nil {
+		s.tell(c, &sp, from, to, ended)
 	}
 	return sp
+}
+
+// tell starts the tale of step sp when the logger takes Info.
+func (s *scope) tell(c *Controller, sp *step, from, to time.Duration, ended bool) {
+	info, debug := c.logLevels()
+	if !info {
+		return
+	}
+	if !ended {
+		from = s.pauseStart // of the pause in force, if any
+	}
+	sp.tale = &tale{debug: debug, before: s.view(), resumed: ended, pauseFrom: from, pauseTo: to, pauseWhy: s.core.gate.reason}
 }
 
 // end ends a step: it accounts for a pause that moved and, when the log is

@@ -16,6 +16,7 @@
 //	go run ./examples/convergence -short          # 6 s smoke run
 //	go run ./examples/convergence -out ""         # no picture
 //	go run ./examples/convergence -metrics :9090  # serves /metrics (Prometheus) while it runs
+//	go run ./examples/convergence -log run.log    # writes the decision log (slog text, Info)
 //
 // Every 2 s it prints the pacing rate, the concurrency limit, the requests
 // in flight, the requests accepted and the 429s so far, and why a request
@@ -32,6 +33,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -64,6 +66,7 @@ func main() {
 	out := flag.String("out", "convergence.png", `PNG to write ("" for none)`)
 	short := flag.Bool("short", false, "a 6 s smoke run (warm-up: half of it)")
 	metricsAddr := flag.String("metrics", "", `serve Prometheus metrics at http://ADDR/metrics while it runs (":9090")`)
+	logFile := flag.String("log", "", "write the controller's decision log to this file")
 	flag.Parse()
 	// -short: 6 s and a warm-up of half the run, unless given on the command line
 	demo.Short(*short, map[string]string{"duration": "6s"})
@@ -92,7 +95,16 @@ func main() {
 	// line. robots.txt is off so that the run is about the hidden limit only.
 	c := colly.NewCollector(colly.AllowURLRevisit(), colly.StdlibContext(ctx))
 	c.WithTransport(srv.Transport())
-	ctrl := adaptive.Attach(c, adaptive.WithRobots(false))
+	opts := []adaptive.Option{adaptive.WithRobots(false)}
+	if *logFile != "" {
+		f, err := os.Create(*logFile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer f.Close()
+		opts = append(opts, adaptive.WithLogger(slog.New(slog.NewTextHandler(f, nil))))
+	}
+	ctrl := adaptive.Attach(c, opts...)
 	if err := ctrl.Err(); err != nil {
 		log.Fatal(err)
 	}
