@@ -121,28 +121,36 @@ func (c *Controller) Claim(req *http.Request) (Claim, Wait, error) {
 			continue
 		}
 		s.lastUsed = now
-		s.pullCeilings(c, cl.key, now, cl.crawlDelay)
+		sp := s.begin(c, now)
+		s.pullCeilings(c, cl.key, now, cl.crawlDelay, &sp)
+		var (
+			claim Claim
+			wait  Wait
+			err   error
+		)
 		if len(s.line) > 0 {
-			s.mu.Unlock()
-			return Claim{}, Wait{Release: true}, nil
+			wait.Release = true
+		} else {
+			switch d := s.decide(c, now); d.kind {
+			case sendNow:
+				g := s.take(cl.key, now)
+				id := c.claims.Add(1)
+				s.claims = append(s.claims, claimed{id, g.t})
+				claim = Claim{s: s, c: c, key: cl.key, id: id}
+			case waitUntil:
+				wait.Until = c.at(d.wake)
+			case waitRelease:
+				wait.Release = true
+			default:
+				err = s.refused(c, cl.key, d.why)
+			}
 		}
-		d := s.decide(c, now)
-		switch d.kind {
-		case sendNow:
-			g := s.take(cl.key, now)
-			id := c.claims.Add(1)
-			s.claims = append(s.claims, claimed{id, g.t})
-			s.mu.Unlock()
-			return Claim{s: s, c: c, key: cl.key, id: id}, Wait{}, nil
-		case waitUntil:
-			s.mu.Unlock()
-			return Claim{}, Wait{Until: c.at(d.wake)}, nil
-		case waitRelease:
-			s.mu.Unlock()
-			return Claim{}, Wait{Release: true}, nil
-		}
+		s.end(&sp)
 		s.mu.Unlock()
-		return Claim{}, Wait{}, s.refused(c, cl.key, d.why)
+		if sp.tale != nil {
+			c.tell(cl.key, &sp, &cue{op: opClaim, granted: claim.Held()})
+		}
+		return claim, wait, err
 	}
 }
 
@@ -164,6 +172,7 @@ func (s *scope) useClaim(c *Controller, key string, now time.Duration) (grant, b
 		s.core.untake(cl.t)
 		return grant{}, false
 	}
+	cl.t.law.Sent = now // it goes out now, not when it was claimed
 	return grant{sc: s, key: key, t: cl.t}, true
 }
 

@@ -55,13 +55,16 @@ func (c *Controller) notified(key string, pause time.Duration, reason Reason) {
 	if s == nil {
 		return
 	}
-	now := c.now()
-	s.mu.Lock()
-	if s.core.gate.adopt(now, now+pause, reason, c.st) {
+	s.fleetStep(c, key, func(now time.Duration) { s.adoptPause(now, pause, reason, c.st) })
+}
+
+// adoptPause takes a pause of d from now that the fleet shared, with a
+// jitter of its own. Called with s.mu held.
+func (s *scope) adoptPause(now, d time.Duration, reason Reason, st *settings) {
+	if s.core.gate.adopt(now, now+d, reason, st) {
 		s.core.pace.b.Drain(s.core.gate.pausedUntil)
 		s.line.nudgeHead()
 	}
-	s.mu.Unlock()
 }
 
 func newFleet(st *settings) *fleet {
@@ -115,17 +118,17 @@ func (c *Controller) fleetAcquire(ctx context.Context, key string, s *scope, g *
 		return "", nil
 	}
 	f.setDown(false, key, nil)
+	s.fleetStep(c, key, func(now time.Duration) {
+		if grant.State != nil {
+			s.adoptShared(now, grant.State, grant.Version)
+		} else {
+			sf.version = grant.Version
+		}
+		sf.live = max(grant.Live, 1)
+		s.core.pace.share = 1
+		s.core.pace.sync(now, &s.core)
+	})
 	now := c.now()
-	s.mu.Lock()
-	if grant.State != nil {
-		s.adoptShared(now, grant.State, grant.Version)
-	} else {
-		sf.version = grant.Version
-	}
-	sf.live = max(grant.Live, 1)
-	s.core.pace.share = 1
-	s.core.pace.sync(now, &s.core)
-	s.mu.Unlock()
 	if grant.Lease == "" {
 		if err := sleepFor(ctx, grant.Wait); err != nil {
 			return "", err
@@ -193,19 +196,17 @@ func (c *Controller) fleetRelease(key string, s *scope, lease string, pause time
 		return
 	}
 	f.setDown(false, key, nil)
-	now := c.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sf := s.fleetView()
-	if st.Committed {
-		sf.version = st.Version
-	} else if st.State != nil && st.Version != sf.version {
-		s.adoptShared(now, st.State, st.Version)
-	}
-	if st.Paused > 0 && s.core.gate.adopt(now, now+st.Paused, st.Reason, c.st) {
-		s.core.pace.b.Drain(s.core.gate.pausedUntil)
-		s.line.nudgeHead()
-	}
+	s.fleetStep(c, key, func(now time.Duration) {
+		sf := s.fleetView()
+		if st.Committed {
+			sf.version = st.Version
+		} else if st.State != nil && st.Version != sf.version {
+			s.adoptShared(now, st.State, st.Version)
+		}
+		if st.Paused > 0 {
+			s.adoptPause(now, st.Paused, st.Reason, c.st)
+		}
+	})
 }
 
 // fleetShare puts scope s on its local share of the fleet: the rate and
