@@ -37,13 +37,18 @@ func TestSnapshotCountsAndCeiling(t *testing.T) {
 		start := time.Now()
 		c, err := adaptive.New(adaptive.WithRate(1), adaptive.WithConfig(adaptive.Config{Jitter: -1}))
 		require.NoError(t, err)
-		for _, code := range []int{200, 200, 404, 418, 503} {
+		for _, code := range []int{200, 200, 404, 418} {
 			record(t, c, "http://a.test/", code)
 		}
 		snap, _ := c.Snapshot("a.test")
 		assert.Equal(t, adaptive.ReasonRate, snap.Ceiling, "the configured rate binds")
 		assert.Equal(t, 1.0, snap.CeilingRate)
 		assert.Equal(t, "slow-start", snap.Phase)
+		record(t, c, "http://a.test/", 503)
+		snap, _ = c.Snapshot("a.test")
+		// law v2: a fresh overload cuts the rate too (Little's law)
+		assert.Equal(t, adaptive.ReasonNone, snap.Ceiling, "the overload cut the rate below the configured ceiling")
+		assert.Equal(t, "steady", snap.Phase)
 		record(t, c, "http://a.test/", 429, "Retry-After", "3")
 		time.Sleep(time.Second)
 		mid, _ := c.Snapshot("a.test")
