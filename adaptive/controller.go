@@ -314,7 +314,7 @@ func (c *Controller) finish(g grant, o *outcome, resp *http.Response, err error,
 	var sp step
 	r, changed, version := g.sc.record(c, now, g.t, o, &sp)
 	if sp.tale != nil {
-		q := cue{op: opRecord, class: o.class, status: o.status, decreased: r.decreased, rtt: o.rtt}
+		q := cue{op: opRecord, class: o.class, status: o.status, decreased: r.decreased, cut: r.cut, rtt: o.rtt}
 		if o.hasRA {
 			q.retryAfter = o.retryAfter
 		}

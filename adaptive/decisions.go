@@ -204,6 +204,7 @@ type cue struct {
 	class      classify.Class
 	status     int
 	decreased  bool
+	cut        law.Cut // how the law cut the rate, as it says
 	retryAfter time.Duration
 	rtt, wait  time.Duration
 }
@@ -226,10 +227,6 @@ type entry struct {
 	rtt, wait  time.Duration
 	crawlDelay time.Duration
 }
-
-// dropShare: a throttle that cuts the estimate below this share of what it
-// was is read as a capacity drop the law measured, not a step down.
-const dropShare = 0.7
 
 // narrate appends to out the lines that the step tells: each change
 // between the views, with its cause, in the order a reader follows.
@@ -336,19 +333,25 @@ func (t *tale) signal(out []entry, now time.Duration, q *cue) []entry {
 	l := entry{level: slog.LevelInfo, event: q.class.String(), at: now, status: q.status, retryAfter: q.retryAfter}
 	switch {
 	case q.decreased && q.class == classify.Throttled:
-		l.event, l.was, l.hasWas = "decrease:throttled", b.estimate, true
-		switch {
-		case b.phase.String() == "probing":
-			l.cause = "probe-failure"
-		case b.estimate == 0:
-			l.cause = "slow-start-end"
-		case a.estimate < b.estimate*dropShare:
-			l.cause = "drop-detected"
-		default:
-			l.cause = "step-down"
-		}
+		// the law says how it cut the rate: the first throttle ends slow
+		// start, one for a send above the estimate is a failed probe (the
+		// estimate stands, whatever the phase is by the time it arrives),
+		// an accepted rate far under the estimate is a drop, the rest is a
+		// step down (a large one after throttles in a row)
+		l.event, l.cause, l.was, l.hasWas = "decrease:throttled", q.cut.String(), b.estimate, true
 	case q.decreased:
-		l.event, l.cause, l.was, l.hasWas = "decrease:"+q.class.String(), "limit-cut", b.limit, true
+		// an overload or a transport failure cuts the concurrency limit
+		// and, when it is fresh for the rate too, the rate (Little's law):
+		// one line each
+		class := "decrease:" + q.class.String()
+		if a.limit < b.limit || q.cut == law.NoCut {
+			out = append(out, entry{level: l.level, event: class, cause: "limit-cut", at: now, status: q.status,
+				retryAfter: q.retryAfter, was: b.limit, hasWas: true})
+		}
+		if q.cut == law.NoCut {
+			return out
+		}
+		l.event, l.cause, l.was, l.hasWas = class, q.cut.String(), b.estimate, true
 	case q.class == classify.Blocked:
 		l.cause = "block"
 	default:
@@ -366,22 +369,44 @@ func (t *tale) search(out []entry, now time.Duration, q *cue) []entry {
 	b, a := &t.before, &t.after
 	info := slog.LevelInfo
 	explained := q.decreased
-	bp, ap := b.phase.String(), a.phase.String()
+	bp, ap := b.phase, a.phase
 	switch {
 	case q.decreased:
-	case bp != "probing" && ap == "probing":
+	case q.op == opAdopt:
+		// the fleet's law, adopted: another process decided it
+		if bp != ap || a.estimate != b.estimate || a.lawRate != b.lawRate {
+			l := entry{level: info, event: "adopt", cause: "fleet", at: now, was: b.estimate, hasWas: true}
+			if bp != ap {
+				l.from = bp.String()
+			}
+			out = append(out, l)
+		}
+		explained = true
+	case b.estimate == 0 && a.estimate > 0:
+		// Seed: a known capacity, no slow start
+		cause := "quota-policy" // an honest RateLimit-Policy
+		if q.op == opCreate {
+			cause = "remembered" // an evicted scope's, or ImportEstimates
+		}
+		out = append(out, entry{level: info, event: "estimate", cause: cause, at: now, was: 0, hasWas: true})
+		explained = true
+	case bp != law.Probing && ap == law.Probing:
 		out = append(out, entry{level: info, event: "probe-start", cause: "probe-due", at: now, was: b.estimate, hasWas: true})
 		explained = true
-	case bp == "probing" && ap != "probing" && a.estimate > b.estimate:
+	case bp == law.Probing && ap != law.Probing && a.estimate > b.estimate:
 		out = append(out, entry{level: info, event: "probe-success", cause: "probe-held", at: now, was: b.estimate, hasWas: true})
 		explained = true
-	case bp == "probing" && ap != "probing":
-		out = append(out, entry{level: info, event: "probe-end", cause: "not-busy", at: now, was: b.estimate, hasWas: true})
+	case bp == law.Probing && ap != law.Probing:
+		cause := "not-busy"
+		if q.op == opUnpark {
+			cause = "unpark"
+		}
+		out = append(out, entry{level: info, event: "probe-end", cause: cause, at: now, was: b.estimate, hasWas: true})
 		explained = true
 	case bp != ap:
-		out = append(out, entry{level: info, event: "phase", cause: "law", at: now, from: bp})
+		out = append(out, entry{level: info, event: "phase", cause: "law", at: now, from: bp.String()})
 		explained = true
-	case ap == "slow-start" && a.lawRate > b.lawRate:
+	case ap == law.SlowStart && a.lawRate > b.lawRate:
 		out = append(out, entry{level: info, event: "increase", cause: "slow-start-step", at: now, was: b.lawRate, hasWas: true})
 		explained = true
 	}
@@ -397,6 +422,14 @@ func (t *tale) search(out []entry, now time.Duration, q *cue) []entry {
 		l := entry{level: slog.LevelDebug, event: "increase", cause: "additive", at: now, was: b.limit, hasWas: true}
 		if la < lb {
 			l.level, l.event, l.cause = info, "limit", "law"
+			switch {
+			case q.op == opAdopt:
+				l.cause = "fleet" // a decrease another process decided
+			case q.op == opRecord && q.class == classify.Success:
+				// the only cut a success makes: round trips over the
+				// unloaded one, the server queueing
+				l.cause = "latency-knee"
+			}
 		}
 		out = append(out, l)
 	}
