@@ -211,6 +211,9 @@ func (t *Transport) roundTrip(req *http.Request, cl call, retries int, timeout t
 		if err != nil {
 			return nil, err
 		}
+		if attempt > 0 {
+			p.retried()
+		}
 		r := req
 		if attempt > 0 {
 			r = req.Clone(ctx)
