@@ -57,8 +57,9 @@ func (s *scope) view() view {
 }
 
 // binding is the ceiling that binds the rate in force and its value:
-// ReasonRate for the configured Rule.Rate, ReasonCrawlDelay, ReasonQuota,
-// or ReasonNone when the law's own rate is below every ceiling.
+// ReasonRate for the configured ceiling (Rule.Rate or Rule.MinGap, the
+// stricter), ReasonCrawlDelay, ReasonQuota, or ReasonNone when the law's
+// own rate is below every ceiling.
 func (s *scope) binding() (Reason, float64) {
 	p := &s.core.pace
 	switch p.why {
@@ -69,7 +70,11 @@ func (s *scope) binding() (Reason, float64) {
 	}
 	// the pacer says ReasonRate both when the configured rate binds and
 	// when nothing does
-	if r := s.core.rule.Rate; r > 0 && p.rate() >= r {
+	r := s.core.rule.Rate
+	if g := s.core.rule.gapRate; g > 0 && (r == 0 || g < r) {
+		r = g
+	}
+	if r > 0 && p.rate() >= r {
 		return ReasonRate, r
 	}
 	return ReasonNone, 0

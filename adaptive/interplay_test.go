@@ -80,7 +80,7 @@ func TestRedirectHopsCountPerHost(t *testing.T) {
 // shows.
 func TestLimitRulesStillApply(t *testing.T) {
 	rule := colly.LimitRule{DomainGlob: "*", Parallelism: 2, Delay: 200 * time.Millisecond}
-	run := func(t *testing.T, convert bool) (perSecond, snapRate float64) {
+	run := func(t *testing.T, convert bool) (perSecond, snapRate float64, ceiling adaptive.Reason) {
 		var got float64
 		var rate float64
 		synctest.Test(t, func(t *testing.T) {
@@ -99,12 +99,12 @@ func TestLimitRulesStillApply(t *testing.T) {
 			crawl(t, c, 8, 40*time.Second, srv.HostURL("a.test"))
 			got = float64(window(srv.Stats("a.test"), 20*time.Second, 40*time.Second)) / 20
 			snap, _ := ctrl.Snapshot("a.test")
-			rate = snap.Rate
+			rate, ceiling = snap.Rate, snap.Ceiling
 		})
-		return got, rate
+		return got, rate, ceiling
 	}
 	t.Run("on top", func(t *testing.T) {
-		got, rate := run(t, false)
+		got, rate, ceiling := run(t, false)
 		t.Logf("%.1f req/s with the snapshot saying rate %.1f", got, rate)
 		assert.LessOrEqual(t, got, 2/(0.2+0.05)+0.1, "Colly's rule: 2 every delay + response time")
 		// law v2 raises the rate only in rounds where its pacer held most
@@ -112,12 +112,14 @@ func TestLimitRulesStillApply(t *testing.T) {
 		// rate follows that demand (v1 kept doubling past it, to 16) and
 		// nothing in it says that a rule above holds the crawl
 		assert.InDelta(t, got, rate, 0.5, "the controller's rate follows what Colly's rule lets through")
+		assert.Equal(t, adaptive.ReasonNone, ceiling, "no ceiling the controller knows binds: the rule above is invisible")
 	})
 	t.Run("converted", func(t *testing.T) {
-		got, rate := run(t, true)
+		got, rate, ceiling := run(t, true)
 		t.Logf("%.1f req/s with the snapshot saying rate %.1f", got, rate)
 		assert.InDelta(t, 5, got, 0.2, "one send every 200 ms")
 		assert.InDelta(t, rate, got, 0.2, "the snapshot says what happens")
+		assert.Equal(t, adaptive.ReasonRate, ceiling, "and why: the converted rule's gap is a configured ceiling")
 	})
 }
 

@@ -20,8 +20,10 @@ type Snapshot struct {
 	Rate     float64 // pacing rate in force, req/s
 	Estimate float64 // capacity estimate, req/s (0: not yet measured)
 	// Ceiling is the ceiling that binds Rate: ReasonRate (the rule's
-	// configured Rate), ReasonCrawlDelay (robots.txt) or ReasonQuota (quota
-	// headers); ReasonNone when the law's own rate is below all of them.
+	// configured Rate or MinGap), ReasonCrawlDelay (robots.txt) or
+	// ReasonQuota (quota headers); ReasonNone when the law's own rate is
+	// below all of them. (WithGlobalRate's controller-wide schedule is not
+	// a scope's ceiling: it is not shown here.)
 	Ceiling     Reason
 	CeilingRate float64 // the binding ceiling's value, req/s (0 with ReasonNone)
 	PausedUntil time.Time
