@@ -173,8 +173,9 @@ type Config struct {
 	// quota ceilings): the least recently used go first. 0 means 50,000.
 	MaxRemembered int
 
-	// Store, if set, shares the pause gate with other collectors (see
-	// Store). nil means this controller's scopes are its own.
+	// Store, if set, makes this controller one of a fleet that shares
+	// each scope's send schedule, law, pause and concurrency (see Store).
+	// nil means this controller's scopes are its own.
 	Store Store
 
 	// GlobalRate is a ceiling in requests per second on the sends of all
@@ -315,8 +316,10 @@ func WithMaxPause(d time.Duration) Option {
 	return in(phaseSettings, func(c *Config) { c.MaxPause = d })
 }
 
-// WithStore shares the pause gate through s with every collector that uses
-// the same Store.
+// WithStore makes the controller one of the fleet of collectors that use
+// the same Store: one send schedule, one law, one pause and one
+// concurrency budget per scope. Close the controller to give its leases
+// back.
 func WithStore(s Store) Option { return in(phaseSettings, func(c *Config) { c.Store = s }) }
 
 // WithJitterSeed seeds the resume jitter, for reproducible runs.

@@ -125,7 +125,8 @@ func TestLimitRulesStillApply(t *testing.T) {
 
 // ctrl.Attach(c2) is how two collectors share one controller, and the
 // right way for two collectors on one host: one schedule, one pause, one
-// law (two controllers sharing a MemoryStore share only the pauses). Two
+// law (two controllers, as two processes have, share them through a Store:
+// fleet_test.go). Two
 // collectors of 10 workers on one controller do as well as one collector
 // of 20: sharing costs nothing.
 func TestTwoCollectorsShareController(t *testing.T) {
