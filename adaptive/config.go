@@ -15,16 +15,24 @@ import (
 	"github.com/colly-polite/polite/classify"
 )
 
-// Rule is the per-domain configuration, the replacement for colly.LimitRule.
-// The zero value of every field means the stated default. Rules are matched in
-// order against the request host (lower case, without port); the first match
-// wins and Config.Default covers the rest.
+// Rule is the per-domain configuration, the replacement for colly.LimitRule
+// (FromLimitRule converts one). The zero value of every field means the
+// stated default. Rules are matched in order against the request's host in
+// lower case, and against host:port when the URL names a port other than
+// the scheme's default (as Colly matches URL.Host); the first match wins and
+// Config.Default covers the rest.
 type Rule struct {
 	// Domain is a glob (path.Match syntax) matched against the host, e.g.
-	// "*.example.com". Ignored when DomainRegexp is set.
+	// "*.example.com", or "127.0.0.1:8080" with a port. Ignored when
+	// DomainRegexp is set.
 	Domain string
-	// DomainRegexp, if set, is matched against the host instead of Domain.
+	// DomainRegexp, if set, is matched against the host (and host:port)
+	// instead of Domain.
 	DomainRegexp *regexp.Regexp
+	// Match, if set, decides instead of Domain and DomainRegexp whether
+	// the rule applies to a host (and host:port). It must be safe for
+	// concurrent use. FromLimitRule sets it to Colly's own matcher.
+	Match func(host string) bool
 
 	// Rate is a ceiling in requests per second that the adaptive rate never
 	// exceeds. 0 means no configured ceiling (the server's answers, quota
@@ -37,6 +45,17 @@ type Rule struct {
 	// MinRate is the floor of the adaptive rate. 0 means 0.05 (one request
 	// per 20 s, or Rate if lower).
 	MinRate float64
+
+	// MinGap is the shortest time between two sends of one scope: a
+	// ceiling of 1/MinGap on its rate that the adaptive rate never
+	// exceeds, kept strictly (no credit for late timers), applied before
+	// the send (colly.LimitRule's Delay sleeps after each response
+	// instead). 0 means none.
+	MinGap time.Duration
+	// RandomGap adds a random extra in [0, RandomGap) to the gap before
+	// each send, drawn per send: sends never come closer than the rate in
+	// force (and MinGap) allow. 0 means none.
+	RandomGap time.Duration
 
 	// StartConcurrency is the initial concurrency limit: 0 means 4.
 	StartConcurrency int
@@ -121,19 +140,29 @@ type Config struct {
 	// (Attach, which moves it here).
 	AttemptTimeout time.Duration
 
-	// Robots enables robots.txt Crawl-delay. nil means on for Attach and off
+	// Robots enables robots.txt: its Crawl-delay, and its Allow and
+	// Disallow rules (see RobotsDisallow). nil means on for Attach and off
 	// for NewTransport.
 	Robots *bool
+	// RobotsDisallow enforces robots.txt's Allow and Disallow rules (RFC
+	// 9309) for the request's User-Agent: a disallowed URL fails at once,
+	// unsent, with ErrDisallowed; while robots.txt answers 5xx or cannot
+	// be reached, every URL of the origin is disallowed until it is asked
+	// again (RobotsRetry). nil means on whenever Robots is; false keeps
+	// only Crawl-delay (and a conservative RobotsFailDelay while robots.txt
+	// cannot be read).
+	RobotsDisallow *bool
 	// MaxCrawlDelay caps an absurd Crawl-delay. 0 means 30 s.
 	MaxCrawlDelay time.Duration
 	// RobotsTTL is how long a fetched robots.txt is trusted. 0 means 24 h
 	// (RFC 9309 allows at most 24 h).
 	RobotsTTL time.Duration
 	// RobotsFailDelay is the conservative delay between requests while a
-	// host's robots.txt answers 5xx, 429 or cannot be reached. 0 means 5 s.
+	// host's robots.txt answers 429 (or 5xx, or cannot be reached, with
+	// RobotsDisallow off). 0 means 5 s.
 	RobotsFailDelay time.Duration
-	// RobotsRetry is how soon an unreadable robots.txt is asked for again.
-	// 0 means 1 minute.
+	// RobotsRetry is how soon an unreadable robots.txt is asked for again,
+	// and so how long a 5xx disallows the origin. 0 means 1 minute.
 	RobotsRetry time.Duration
 
 	// IdleTTL evicts scopes untouched for this long with nothing in flight.
@@ -144,12 +173,22 @@ type Config struct {
 	// quota ceilings): the least recently used go first. 0 means 50,000.
 	MaxRemembered int
 
-	// Store, if set, makes this controller one of a fleet with every
-	// controller on the same Store: one send schedule, one law, one pause
-	// and one concurrency budget per scope (see Store; MemoryStore in one
-	// process, package redisstore across many). nil means this
-	// controller's scopes are its own.
+	// Store, if set, makes this controller one of a fleet that shares
+	// each scope's send schedule, law, pause and concurrency (see Store).
+	// nil means this controller's scopes are its own.
 	Store Store
+
+	// GlobalRate is a ceiling in requests per second on the sends of all
+	// scopes of this controller together (Crawlee's maxRequestsPerMinute
+	// is GlobalRate × 60), on top of each scope's own. 0 means none.
+	GlobalRate float64
+
+	// BaseTransport is the transport Attach wraps. nil means the
+	// collector's own, which Attach reads from Colly's unexported
+	// http.Client (Colly offers no getter); set it when that read fails
+	// (Controller.Err says so) or to choose the transport yourself.
+	// NewTransport and Controller.Transport take theirs as an argument.
+	BaseTransport http.RoundTripper
 
 	// JitterSeed seeds the per-scope random source of the resume jitter. 0
 	// means a random seed, so that separate processes crawling one host do
@@ -246,8 +285,26 @@ func WithScope(f ScopeFunc) Option { return in(phaseSettings, func(c *Config) { 
 // WithLogger sends the decision time series to l.
 func WithLogger(l *slog.Logger) Option { return in(phaseSettings, func(c *Config) { c.Logger = l }) }
 
-// WithRobots turns robots.txt Crawl-delay on or off.
+// WithRobots turns robots.txt (Crawl-delay, Allow and Disallow) on or off.
 func WithRobots(on bool) Option { return in(phaseSettings, func(c *Config) { c.Robots = &on }) }
+
+// WithRobotsDisallow turns the enforcement of robots.txt's Allow and
+// Disallow rules on or off (on by default whenever robots.txt is).
+func WithRobotsDisallow(on bool) Option {
+	return in(phaseSettings, func(c *Config) { c.RobotsDisallow = &on })
+}
+
+// WithGlobalRate caps the sends of all scopes together (requests per
+// second).
+func WithGlobalRate(perSecond float64) Option {
+	return in(phaseSettings, func(c *Config) { c.GlobalRate = perSecond })
+}
+
+// WithBaseTransport makes Attach wrap rt instead of the collector's own
+// transport.
+func WithBaseTransport(rt http.RoundTripper) Option {
+	return in(phaseSettings, func(c *Config) { c.BaseTransport = rt })
+}
 
 // WithAttemptTimeout bounds each attempt.
 func WithAttemptTimeout(d time.Duration) Option {
@@ -259,9 +316,10 @@ func WithMaxPause(d time.Duration) Option {
 	return in(phaseSettings, func(c *Config) { c.MaxPause = d })
 }
 
-// WithStore makes the controller one of a fleet with every controller on
-// s: the fleet is one polite client per scope (see Config.Store). Call
-// Controller.Close when done, to give its leases back.
+// WithStore makes the controller one of the fleet of collectors that use
+// the same Store: one send schedule, one law, one pause and one
+// concurrency budget per scope. Close the controller to give its leases
+// back.
 func WithStore(s Store) Option { return in(phaseSettings, func(c *Config) { c.Store = s }) }
 
 // WithJitterSeed seeds the resume jitter, for reproducible runs.
@@ -297,6 +355,7 @@ type rule struct {
 	Rule
 	retries int
 	never   bool       // the Domain glob is malformed: the rule matches no host
+	gapRate float64    // the ceiling of MinGap, req/s (0: none)
 	law     law.Config // what the control law needs of it
 }
 
@@ -331,6 +390,15 @@ func (r Rule) resolve(name string) (rule, []error) {
 	}
 	for _, f := range []struct {
 		n string
+		v *time.Duration
+	}{{"MinGap", &r.MinGap}, {"RandomGap", &r.RandomGap}} {
+		if *f.v < 0 {
+			bad("%s %v is negative", f.n, *f.v)
+			*f.v = 0
+		}
+	}
+	for _, f := range []struct {
+		n string
 		v *int
 	}{{"StartConcurrency", &r.StartConcurrency}, {"MinConcurrency", &r.MinConcurrency}, {"MaxConcurrency", &r.MaxConcurrency}} {
 		if *f.v < 0 {
@@ -347,7 +415,7 @@ func (r Rule) resolve(name string) (rule, []error) {
 		r.MinConcurrency = r.MaxConcurrency
 	}
 	out := rule{Rule: r}
-	if r.Domain != "" && r.DomainRegexp == nil {
+	if r.Domain != "" && r.DomainRegexp == nil && r.Match == nil {
 		if _, err := path.Match(r.Domain, ""); err != nil {
 			bad("Domain %q: %v (the rule matches no host)", r.Domain, err)
 			out.never = true
@@ -367,9 +435,12 @@ func (r Rule) resolve(name string) (rule, []error) {
 	if out.InitialRate == 0 {
 		out.InitialRate = 2
 	}
-	if out.Rate > 0 {
-		out.InitialRate = math.Min(out.InitialRate, out.Rate)
-		out.MinRate = math.Min(out.MinRate, out.Rate)
+	out.gapRate = gapRate(out.MinGap)
+	for _, ceil := range []float64{out.Rate, out.gapRate} {
+		if ceil > 0 {
+			out.InitialRate = math.Min(out.InitialRate, ceil)
+			out.MinRate = math.Min(out.MinRate, ceil)
+		}
 	}
 	out.StartConcurrency = min(max(out.StartConcurrency, out.MinConcurrency), out.MaxConcurrency)
 	if out.InitialRate < out.MinRate {
@@ -394,15 +465,31 @@ func (r Rule) resolve(name string) (rule, []error) {
 	return out, errs
 }
 
-func (r *rule) matches(host string) bool {
+// matches reports whether the rule applies to host, or to hostport (host
+// with a port that is not the scheme's default; "" when there is none).
+func ptrs(rs []rule) []*rule {
+	out := make([]*rule, len(rs))
+	for i := range rs {
+		out[i] = &rs[i]
+	}
+	return out
+}
+
+func (r *rule) matches(host, hostport string) bool {
 	if r.never {
 		return false
 	}
-	if r.DomainRegexp != nil {
-		return r.DomainRegexp.MatchString(host)
+	if r.Match != nil {
+		return r.Match(host) || hostport != "" && r.Match(hostport)
 	}
-	ok, _ := path.Match(r.Domain, host)
-	return ok
+	if r.DomainRegexp != nil {
+		return r.DomainRegexp.MatchString(host) || hostport != "" && r.DomainRegexp.MatchString(hostport)
+	}
+	if ok, _ := path.Match(r.Domain, host); ok {
+		return true
+	}
+	ok, _ := path.Match(r.Domain, hostport)
+	return hostport != "" && ok
 }
 
 // settings is a validated Config with defaults filled in.
@@ -410,6 +497,9 @@ type settings struct {
 	Config
 	def   rule
 	rules []rule
+	// robots: robots.txt is read; disallow: its Allow and Disallow rules
+	// are enforced
+	robots, disallow bool
 }
 
 // resolve validates c and fills in its defaults. It always returns usable
@@ -425,12 +515,14 @@ func (c Config) resolve() (*settings, error) {
 	for i, r := range c.Rules {
 		name := fmt.Sprintf("Rules[%d]", i)
 		switch {
+		case r.Match != nil:
+			name += " (Match)"
 		case r.DomainRegexp != nil:
 			name += fmt.Sprintf(" (%q)", r.DomainRegexp)
 		case r.Domain != "":
 			name += fmt.Sprintf(" (%q)", r.Domain)
 		default:
-			errs = append(errs, fmt.Errorf("%w: %s has neither Domain nor DomainRegexp (ignored)", ErrConfig, name))
+			errs = append(errs, fmt.Errorf("%w: %s has neither Domain, DomainRegexp nor Match (ignored)", ErrConfig, name))
 			continue
 		}
 		rr, rerrs := r.resolve(name)
@@ -466,6 +558,10 @@ func (c Config) resolve() (*settings, error) {
 			}
 		}
 	}
+	if why := rateProblem(s.GlobalRate); why != "" {
+		errs = append(errs, fmt.Errorf("%w: GlobalRate %v is %s", ErrConfig, s.GlobalRate, why))
+		s.GlobalRate = defaultMinRate
+	}
 	if s.AttemptTimeout < 0 {
 		errs = append(errs, fmt.Errorf("%w: AttemptTimeout is negative (%v)", ErrConfig, s.AttemptTimeout))
 		s.AttemptTimeout = 0
@@ -473,6 +569,15 @@ func (c Config) resolve() (*settings, error) {
 	if s.MaxBackoff < s.Backoff {
 		errs = append(errs, fmt.Errorf("%w: MaxBackoff %v below Backoff %v", ErrConfig, s.MaxBackoff, s.Backoff))
 		s.MaxBackoff = s.Backoff
+	}
+	for _, r := range append([]*rule{&s.def}, ptrs(s.rules)...) {
+		// a gap longer than MaxPause would fail every request
+		if r.MinGap+r.RandomGap > s.MaxPause {
+			errs = append(errs, fmt.Errorf("%w: MinGap %v + RandomGap %v above MaxPause %v (both cut to fit)", ErrConfig, r.MinGap, r.RandomGap, s.MaxPause))
+			r.MinGap = min(r.MinGap, s.MaxPause)
+			r.RandomGap = s.MaxPause - r.MinGap
+			r.gapRate = gapRate(r.MinGap)
+		}
 	}
 	if s.BreakerThreshold == 0 {
 		s.BreakerThreshold = 6
@@ -494,6 +599,8 @@ func (c Config) resolve() (*settings, error) {
 	if s.Scope == nil {
 		s.Scope = ScopeHost
 	}
+	s.robots = s.Robots != nil && *s.Robots
+	s.disallow = s.robots && (s.RobotsDisallow == nil || *s.RobotsDisallow)
 	if s.JitterSeed == 0 {
 		s.JitterSeed = rand.Uint64()
 	}
@@ -511,15 +618,20 @@ func (c Config) resolve() (*settings, error) {
 	return s, errors.Join(errs...)
 }
 
-// ruleFor returns the rule of a host. Rules match the host in lower case,
-// without trailing dot or port, whatever the caller passes.
-func (s *settings) ruleFor(host string) *rule {
+// ruleFor returns the rule of a host (host:port when the port is not the
+// scheme's default, as NormalizeHost leaves it). Rules match the host in
+// lower case without trailing dot, and host:port when there is a port.
+func (s *settings) ruleFor(hostport string) *rule {
 	if len(s.rules) == 0 {
 		return &s.def
 	}
-	host, _ = splitHostPort(NormalizeHost("", host))
+	hostport = NormalizeHost("", hostport)
+	host, port := splitHostPort(hostport)
+	if port == "" {
+		hostport = ""
+	}
 	for i := range s.rules {
-		if s.rules[i].matches(host) {
+		if s.rules[i].matches(host, hostport) {
 			return &s.rules[i]
 		}
 	}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/colly-polite/polite/classify"
@@ -29,9 +29,15 @@ type Controller struct {
 	// shows them the first 16 KiB of bodies under 500.
 	peekBody bool
 
+	global *globalPacer  // Config.GlobalRate; nil when there is none
+	claims atomic.Uint64 // numbers claims
+	watch  watchers      // Notify's
+	waits  waits         // polite waits of granted requests
+
 	mu        sync.RWMutex
 	scopes    map[string]*scope // guarded by mu
 	lastSweep time.Duration     // guarded by mu
+	gone      gone              // guarded by mu: what evicted scopes counted
 }
 
 // New makes a controller from options, validating them.
@@ -50,6 +56,7 @@ func newController(st *settings) *Controller {
 		origin:   time.Now(),
 		streams:  newStreams(st.EventBuffer),
 		mem:      newMemory(st.MaxRemembered),
+		global:   newGlobalPacer(st.GlobalRate),
 		scopes:   make(map[string]*scope),
 	}
 	if st.Store != nil {
@@ -101,8 +108,7 @@ type call struct {
 
 // resolve works out the scope and rule of req.
 func (c *Controller) resolve(req *http.Request) call {
-	h, _ := splitHostPort(NormalizeHost(reqScheme(req), reqHost(req)))
-	return call{key: c.st.Scope(req), rule: c.st.ruleFor(h)}
+	return call{key: c.st.Scope(req), rule: c.st.ruleFor(NormalizeHost(reqScheme(req), reqHost(req)))}
 }
 
 // scope returns the scope of key, creating it with what memory holds of it.
@@ -114,12 +120,13 @@ func (c *Controller) scope(key string, r *rule, now time.Duration) *scope {
 		return s
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if s = c.scopes[key]; s != nil {
+		c.mu.Unlock()
 		return s
 	}
-	c.sweepLocked(now)
+	evicted := c.sweepLocked(now)
 	s = newScope(key, r, now, c.st.JitterSeed)
+	sp := s.begin(c, now) // no lock needed yet: nobody else sees s
 	if rate, until := c.mem.quota(key); rate > 0 && now < until {
 		s.core.pace.setQuota(rate, until)
 	}
@@ -129,19 +136,40 @@ func (c *Controller) scope(key string, r *rule, now time.Duration) *scope {
 		s.core.law.Seed(now, decayed(est, now-at), limit)
 	}
 	s.core.pace.sync(now, &s.core)
+	s.end(&sp)
 	c.scopes[key] = s
+	c.mu.Unlock()
+	for _, e := range evicted {
+		c.st.Logger.LogAttrs(context.Background(), slog.LevelInfo, "adaptive",
+			slog.Time("t", c.at(now)), slog.String("scope", e.key), slog.String("event", "evicted"), slog.String("cause", "idle"),
+			slog.Uint64("requests", e.requests), slog.Duration("paused_total", e.paused))
+	}
+	if sp.tale != nil {
+		c.tell(key, &sp, &cue{op: opCreate})
+	}
 	return s
+}
+
+// evicted is one scope evicted, for the log.
+type evicted struct {
+	key      string
+	requests uint64
+	paused   time.Duration
 }
 
 // sweepLocked evicts idle scopes (see scope.idle). It runs at most once per
 // IdleTTL/4, when a scope is created, so memory stays bounded by the scopes
 // used within about 1.25·IdleTTL. A quota ceiling still in force and the
-// law's estimate are remembered; Crawl-delays are in memory already.
-func (c *Controller) sweepLocked(now time.Duration) {
+// law's estimate are remembered; Crawl-delays are in memory already. What
+// each scope counted is folded into c.gone. It returns the scopes evicted
+// when the log takes them, to be logged without the lock.
+func (c *Controller) sweepLocked(now time.Duration) []evicted {
 	if now-c.lastSweep < c.st.IdleTTL/4 {
-		return
+		return nil
 	}
 	c.lastSweep = now
+	info, _ := c.logLevels()
+	var out []evicted
 	for k, s := range c.scopes {
 		s.mu.Lock()
 		idle := s.idle(now, c.st.IdleTTL)
@@ -151,10 +179,18 @@ func (c *Controller) sweepLocked(now time.Duration) {
 		if idle {
 			s.dead = true
 			delete(c.scopes, k)
+			c.gone.add(s, now)
 			if p.quota > 0 && now < p.quotaUntil {
 				qr, qu = p.quota, p.quotaUntil
 			}
 			est, limit, used = s.core.law.Estimate(), s.core.law.Limit(), s.lastUsed
+			if info {
+				e := evicted{key: k, paused: s.pausedTotal(now)}
+				for _, n := range s.core.counts {
+					e.requests += uint64(n)
+				}
+				out = append(out, e)
+			}
 		}
 		s.mu.Unlock()
 		if qr > 0 {
@@ -165,6 +201,7 @@ func (c *Controller) sweepLocked(now time.Duration) {
 			c.mem.keepEstimate(k, est, limit, used)
 		}
 	}
+	return out
 }
 
 // Acquire waits politely for a send slot on the scope of req and returns a
@@ -175,12 +212,16 @@ func (c *Controller) Acquire(ctx context.Context, req *http.Request) (Permit, er
 }
 
 func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
+	start := time.Duration(-1)
 	busy := 0 // the fleet's answers "in use" in a row
 	for {
 		if err := ctx.Err(); err != nil {
 			return Permit{}, err
 		}
 		now := c.now()
+		if start < 0 {
+			start = now
+		}
 		s := c.scope(cl.key, cl.rule, now)
 		g, err := s.acquire(ctx, c, cl.key, now, cl.crawlDelay)
 		if err != nil {
@@ -194,7 +235,10 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 		if c.fleet != nil {
 			lease, err := c.fleetAcquire(ctx, cl.key, s, &g, busy)
 			if err == errAgain || err == errBusy {
-				s.untake(g.t) // ask again
+				// the fleet's concurrency is in use, or a pause it shared
+				// voided the slot: give the slot back, ask again
+				s.untake(g.t)
+				c.notify(cl.key)
 				if err == errBusy {
 					busy++
 				}
@@ -202,10 +246,13 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 			}
 			if err != nil {
 				s.untake(g.t)
+				c.notify(cl.key)
 				return Permit{}, err
 			}
 			g.lease = lease
 		}
+		// sent is when it goes out: after the fleet's slot, if any
+		c.waits.observe(g.t.law.Sent - start)
 		return Permit{c: c, g: g}, nil
 	}
 }
@@ -237,6 +284,14 @@ func (p Permit) Drop() {
 	p.c.finish(p.g, &outcome{class: classify.Canceled}, nil, nil, p.c.now())
 }
 
+// retried counts a retry on p's scope: the transport calls it for each
+// attempt after the first of a request.
+func (p Permit) retried() {
+	if p.c != nil {
+		p.g.sc.retried()
+	}
+}
+
 // outcomeOf classifies one attempt: resp (nil for a transport error err),
 // and the first bytes of its body when detectors read them.
 func (c *Controller) outcomeOf(resp *http.Response, err error, body []byte) outcome {
@@ -260,10 +315,19 @@ func (c *Controller) outcomeOf(resp *http.Response, err error, body []byte) outc
 // finish records the outcome of grant g at now, then tells the Store,
 // the event streams and the log what it decided.
 func (c *Controller) finish(g grant, o *outcome, resp *http.Response, err error, now time.Duration) {
-	r, changed, version := g.sc.record(now, g.t, o, c.st, c.fleet != nil)
+	var sp step
+	r, changed, version := g.sc.record(c, now, g.t, o, &sp)
+	if sp.tale != nil {
+		q := cue{op: opRecord, class: o.class, status: o.status, decreased: r.decreased, cut: r.cut, rtt: o.rtt}
+		if o.hasRA {
+			q.retryAfter = o.retryAfter
+		}
+		c.tell(g.key, &sp, &q)
+	}
 	if c.fleet != nil {
 		c.fleetFinish(g.key, g.sc, g.lease, r, now, changed, version)
 	}
+	c.notify(g.key) // after the fleet's answer, which may move the rate
 	if !o.class.Signal() && o.class != classify.Blocked {
 		return
 	}
@@ -284,28 +348,6 @@ func (c *Controller) finish(g grant, o *outcome, resp *http.Response, err error,
 		e.Err = err
 	}
 	c.streams.emit(e)
-	c.log(e, r)
-}
-
-func (c *Controller) log(e Event, r reaction) {
-	l := c.st.Logger
-	if l == nil {
-		return
-	}
-	event := e.Class.String()
-	switch {
-	case r.parked:
-		event = "parked"
-	case r.opened:
-		event = "breaker-open"
-	case r.decreased:
-		event = "decrease:" + event
-	}
-	l.LogAttrs(context.Background(), slog.LevelInfo, "adaptive",
-		slog.Time("t", e.Time), slog.String("scope", e.Scope), slog.Float64("limit", r.limit),
-		slog.Int("inflight", r.inflight),
-		slog.Float64("rate", r.rate), slog.String("event", event), slog.Int("status", e.Status),
-		slog.Duration("pause", r.paused))
 }
 
 // Events returns the stream of one class of signal: classify.Throttled,
@@ -336,60 +378,9 @@ func (c *Controller) Unpark(scopeKey string) bool {
 	if s == nil {
 		return false
 	}
-	s.mu.Lock()
-	s.core.unpark(c.now())
-	s.line.nudgeHead()
-	s.mu.Unlock()
+	s.unpark(c, scopeKey)
+	c.notify(scopeKey)
 	return true
-}
-
-// Snapshot is the state of one scope at one instant.
-type Snapshot struct {
-	Scope       string
-	Limit       float64 // concurrency limit
-	InFlight    int
-	Waiting     int
-	Rate        float64 // pacing rate in force, req/s
-	Estimate    float64 // capacity estimate, req/s (0: not yet measured)
-	PausedUntil time.Time
-	PauseReason Reason // ReasonNone once the pause has ended
-	Breaker     BreakerState
-	Parked      bool
-	RTT         time.Duration // smoothed round trip to the response headers
-	Counts      map[classify.Class]uint64
-	// ThrottledRatio is throttled / (throttled + success).
-	ThrottledRatio float64
-}
-
-// Snapshot returns the state of one scope.
-func (c *Controller) Snapshot(scopeKey string) (Snapshot, bool) {
-	c.mu.RLock()
-	s := c.scopes[scopeKey]
-	c.mu.RUnlock()
-	if s == nil {
-		return Snapshot{}, false
-	}
-	return s.snapshot(c, scopeKey), true
-}
-
-// Snapshots returns the state of every live scope, sorted by key.
-func (c *Controller) Snapshots() []Snapshot {
-	type keyed struct {
-		key string
-		s   *scope
-	}
-	c.mu.RLock()
-	list := make([]keyed, 0, len(c.scopes))
-	for k, s := range c.scopes {
-		list = append(list, keyed{k, s})
-	}
-	c.mu.RUnlock()
-	out := make([]Snapshot, 0, len(list))
-	for _, ks := range list {
-		out = append(out, ks.s.snapshot(c, ks.key))
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Scope < out[j].Scope })
-	return out
 }
 
 // Len is the number of live scopes.
@@ -397,28 +388,4 @@ func (c *Controller) Len() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return len(c.scopes)
-}
-
-func (s *scope) snapshot(c *Controller, key string) Snapshot {
-	now := c.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := &s.core
-	snap := Snapshot{
-		Scope: key, Limit: k.law.Limit(), InFlight: int(k.inflight), Waiting: len(s.line),
-		Rate: k.pace.rate(), Estimate: k.law.Estimate(), PauseReason: k.gate.reasonAt(now),
-		Breaker: k.gate.breaker, Parked: k.gate.parked, RTT: k.law.RTT(), Counts: make(map[classify.Class]uint64),
-	}
-	if k.gate.pausedUntil != 0 {
-		snap.PausedUntil = c.at(k.gate.pausedUntil)
-	}
-	for i, n := range k.counts {
-		if n > 0 {
-			snap.Counts[classify.Class(i)] = uint64(n)
-		}
-	}
-	if t, ok := k.counts[classify.Throttled], k.counts[classify.Success]; t+ok > 0 {
-		snap.ThrottledRatio = float64(t) / float64(t+ok)
-	}
-	return snap
 }

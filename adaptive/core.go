@@ -126,6 +126,7 @@ type outcome struct {
 // reaction is what record decided, for events, logs and the Store.
 type reaction struct {
 	decreased bool
+	cut       law.Cut // how the rate was cut, if it was
 	paused    time.Duration
 	parked    bool
 	opened    bool
@@ -172,7 +173,8 @@ func (c *core) record(now time.Duration, t ticket, o *outcome, st *settings) rea
 		if d > 0 && d <= st.MaxPause {
 			c.law.Paused(now, c.gate.pausedUntil, d)
 		}
-		r.decreased = c.law.Observe(now, t.law, sig).Decreased
+		v := c.law.Observe(now, t.law, sig)
+		r.decreased, r.cut = v.Decreased, v.Cut
 		if sig == law.Overloaded {
 			// increases stay held for OverloadHold after the pause ends
 			c.law.Hold(max(now, c.gate.pausedUntil) + st.OverloadHold)

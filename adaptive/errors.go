@@ -22,14 +22,26 @@ var (
 	ErrBreakerOpen = errors.New("adaptive: breaker open")
 	// ErrConfig: an option or rule is invalid.
 	ErrConfig = errors.New("adaptive: invalid configuration")
+	// ErrDisallowed: the origin's robots.txt disallows the URL for this
+	// User-Agent, or answered 5xx or could not be reached (RFC 9309: then
+	// everything is disallowed until it is read again). The request was
+	// not sent.
+	ErrDisallowed = errors.New("adaptive: disallowed by robots.txt")
+	// ErrAttach: Attach could not do all it should with the collector (it
+	// has no HTTP client, or Colly's layout changed and the client cannot
+	// be read); the error says what was done instead.
+	ErrAttach = errors.New("adaptive: attach")
 )
 
 // ScopeError tells which scope refused a request, why, and until when.
-// It wraps ErrPaused, ErrBlocked or ErrBreakerOpen.
+// It wraps ErrPaused, ErrBlocked, ErrBreakerOpen or ErrDisallowed.
 type ScopeError struct {
-	Scope       string
-	Reason      Reason
-	PausedUntil time.Time // when the scope sends again; zero when parked until Unpark
+	Scope  string
+	Reason Reason
+	// PausedUntil is when the scope sends again; zero when parked until
+	// Unpark or disallowed by robots.txt rules. For an unreadable
+	// robots.txt, when it is asked for again.
+	PausedUntil time.Time
 	Err         error
 }
 

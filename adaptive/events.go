@@ -20,6 +20,7 @@ const (
 	ReasonBlocked           // repeated blocks parked the scope
 	ReasonRate              // the rate in force (configured, or the adaptive floor) spaces sends further apart than MaxPause
 	ReasonCrawlDelay        // robots.txt Crawl-delay spaces sends further apart than MaxPause
+	ReasonRobots            // robots.txt disallows the URL, or cannot be read
 )
 
 func (r Reason) String() string {
@@ -38,6 +39,8 @@ func (r Reason) String() string {
 		return "rate"
 	case ReasonCrawlDelay:
 		return "crawl-delay"
+	case ReasonRobots:
+		return "robots"
 	}
 	return "none"
 }

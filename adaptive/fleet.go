@@ -62,13 +62,16 @@ func (c *Controller) notified(key string, pause time.Duration, reason Reason) {
 	if s == nil {
 		return
 	}
-	now := c.now()
-	s.mu.Lock()
-	if s.core.gate.adopt(now, now+pause, reason, c.st) {
+	s.fleetStep(c, key, func(now time.Duration) { s.adoptPause(now, pause, reason, c.st) })
+}
+
+// adoptPause takes a pause of d from now that the fleet shared, with a
+// jitter of its own. Called with s.mu held.
+func (s *scope) adoptPause(now, d time.Duration, reason Reason, st *settings) {
+	if s.core.gate.adopt(now, now+d, reason, st) {
 		s.core.pace.b.Drain(s.core.gate.pausedUntil)
 		s.line.nudgeHead()
 	}
-	s.mu.Unlock()
 }
 
 // While the store is down it is asked again after storeRetryMin, then
@@ -133,7 +136,7 @@ func (c *Controller) fleetAcquire(ctx context.Context, key string, s *scope, g *
 	if f.skip() {
 		// the store is down: the local view decides, at this process's
 		// share; a slot taken before the share applied is taken again
-		if c.fleetShare(s) {
+		if c.fleetShare(key, s) {
 			return "", errAgain
 		}
 		return "", nil
@@ -165,21 +168,21 @@ func (c *Controller) fleetAcquire(ctx context.Context, key string, s *scope, g *
 			return "", ctx.Err()
 		}
 		f.failed(key, err)
-		c.fleetShare(s)
+		c.fleetShare(key, s)
 		return "", errAgain // the slot again, at this process's share
 	}
 	f.ok(key)
+	s.fleetStep(c, key, func(now time.Duration) {
+		if grant.State != nil {
+			s.adoptShared(now, grant.State, grant.Version)
+		} else {
+			sf.version = grant.Version
+		}
+		sf.live = max(grant.Live, 1)
+		s.core.pace.share = 1
+		s.core.pace.sync(now, &s.core)
+	})
 	now := c.now()
-	s.mu.Lock()
-	if grant.State != nil {
-		s.adoptShared(now, grant.State, grant.Version)
-	} else {
-		sf.version = grant.Version
-	}
-	sf.live = max(grant.Live, 1)
-	s.core.pace.share = 1
-	s.core.pace.sync(now, &s.core)
-	s.mu.Unlock()
 	if grant.Lease == "" {
 		// the fleet's concurrency is in use: this send asks again later,
 		// the process's others wait for it
@@ -252,36 +255,37 @@ func (c *Controller) fleetRelease(key string, s *scope, lease string, pause time
 	cancel()
 	if err != nil {
 		f.failed(key, err)
-		c.fleetShare(s)
+		c.fleetShare(key, s)
 		return
 	}
 	f.ok(key)
-	now := c.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sf := s.fleetView()
-	if st.Committed {
-		sf.version = st.Version
-	} else if st.State != nil && st.Version != sf.version {
-		s.adoptShared(now, st.State, st.Version)
-	}
-	if st.Paused > 0 && s.core.gate.adopt(now, now+st.Paused, st.Reason, c.st) {
-		s.core.pace.b.Drain(s.core.gate.pausedUntil)
-		s.line.nudgeHead()
-	}
+	s.fleetStep(c, key, func(now time.Duration) {
+		sf := s.fleetView()
+		if st.Committed {
+			sf.version = st.Version
+		} else if st.State != nil && st.Version != sf.version {
+			s.adoptShared(now, st.State, st.Version)
+		}
+		if st.Paused > 0 {
+			s.adoptPause(now, st.Paused, st.Reason, c.st)
+		}
+	})
 }
 
 // fleetShare puts scope s on its local share of the fleet: the rate and
-// limit last known, divided by the processes seen on it. It reports
-// whether the share was not in force before.
-func (c *Controller) fleetShare(s *scope) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	was := s.core.pace.share
-	live := s.fleetView().live
-	s.core.pace.share = 1 / float64(max(live, 1))
-	s.core.pace.sync(c.now(), &s.core)
-	return live > 1 && (was == 0 || was == 1)
+// limit last known, divided by the processes seen on it (a step of the
+// decision log when the rate moves). It reports whether the share was not
+// in force before.
+func (c *Controller) fleetShare(key string, s *scope) bool {
+	var changed bool
+	s.fleetStep(c, key, func(now time.Duration) {
+		was := s.core.pace.share
+		live := s.fleetView().live
+		s.core.pace.share = 1 / float64(max(live, 1))
+		s.core.pace.sync(now, &s.core)
+		changed = live > 1 && (was == 0 || was == 1)
+	})
+	return changed
 }
 
 // fleetView is the scope's fleet state, created on first use. Called with

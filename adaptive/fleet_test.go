@@ -142,3 +142,35 @@ func TestFleetStoreDownFallsBackToAShare(t *testing.T) {
 	assert.Greater(t, after, 3.0, "and not stopped either")
 	assert.LessOrEqual(t, again, 6.05)
 }
+
+// A pause the fleet shares is counted in PausedTotal as served, like one
+// decided here: from when it was adopted, not from the end of the last one
+// (the fleet's changes are steps of the scope, as its own are).
+func TestFleetPauseAccounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &adaptive.MemoryStore{}
+		opts := []adaptive.Option{adaptive.WithStore(store), adaptive.WithConfig(adaptive.Config{Jitter: -1})}
+		a, err := adaptive.New(opts...)
+		require.NoError(t, err)
+		b, err := adaptive.New(opts...)
+		require.NoError(t, err)
+		record(t, a, "http://a.test/", 200) // a's scope exists, unpaused
+		time.Sleep(10 * time.Second)
+		record(t, b, "http://a.test/", 429, "Retry-After", "3") // b pauses the fleet
+		ctrls := map[string]*adaptive.Controller{"decided": b, "shared": a}
+		time.Sleep(time.Second)
+		for name, c := range ctrls {
+			snap, ok := c.Snapshot("a.test")
+			require.True(t, ok)
+			assert.Equal(t, adaptive.ReasonRetryAfter, snap.PauseReason, name)
+			assert.Equal(t, time.Second, snap.PausedTotal, name+": served so far")
+		}
+		time.Sleep(4 * time.Second)
+		for name, c := range ctrls {
+			snap, _ := c.Snapshot("a.test")
+			assert.Equal(t, 3*time.Second, snap.PausedTotal, name)
+		}
+		require.NoError(t, a.Close())
+		require.NoError(t, b.Close())
+	})
+}

@@ -9,19 +9,29 @@ import (
 )
 
 // memory is what a controller knows beyond the life of a scope: per origin,
-// its robots.txt (Crawl-delay, and until when it is fresh); per scope, the
-// ceilings its controller learned (Crawl-delay over the scope's origins,
-// quota). A scope reads it when it is created and writes it when it is
-// evicted, so an idle scope can go without taking its ceilings along. One
-// LRU bounded by Config.MaxRemembered: the least recently used go first.
-// Safe for concurrent use; its lock is never held while a scope's is taken.
+// its robots.txt (Crawl-delay, Allow and Disallow rules, and until when it
+// is fresh); per scope, the ceilings its controller learned (Crawl-delay
+// over the scope's origins, quota). A scope reads it when it is created and
+// writes it when it is evicted, so an idle scope can go without taking its
+// ceilings along. One LRU bounded by Config.MaxRemembered: the least
+// recently used go first; the robots.txt rules it holds are bounded as well
+// (rulesBudget), the least recently used read again when needed. Safe for
+// concurrent use; its lock is never held while a scope's is taken.
 type memory struct {
 	mu  sync.Mutex
 	lru *simplelru.LRU[memKey, any] // guarded by mu
+	// rules is the estimated size of the robots.txt rules held; guarded
+	// by mu
+	rules int
 	// gen counts the changes of scopes' Crawl-delays, so that a scope
 	// reads memory again only when something changed
 	gen atomic.Uint32
 }
+
+// rulesBudget bounds the robots.txt rules memory holds, estimated in bytes
+// (robotsFacts.cost): beyond it the least recently used origins drop theirs,
+// down to 3/4 of it, and read their robots.txt again when next needed.
+const rulesBudget = 64 << 20
 
 type memKind uint8
 
@@ -40,7 +50,7 @@ type memKey struct {
 type originFacts struct {
 	done      chan struct{}
 	expires   time.Duration // on the controller's clock
-	delay     time.Duration
+	facts     robotsFacts
 	abandoned bool // the fetch ended with its caller's context: ask again
 }
 
@@ -65,11 +75,17 @@ type originDelay struct {
 const maxDelayOrigins = 16
 
 func newMemory(size int) *memory {
-	l, err := simplelru.NewLRU[memKey, any](size, nil)
+	m := &memory{}
+	l, err := simplelru.NewLRU[memKey, any](size, func(_ memKey, v any) {
+		if e, ok := v.(*originFacts); ok { // called with mu held
+			m.rules -= e.facts.cost
+		}
+	})
 	if err != nil { // size is validated positive
 		panic(err)
 	}
-	return &memory{lru: l}
+	m.lru = l
+	return m
 }
 
 // robots returns origin's robots.txt entry. When it is missing, stale or
@@ -86,6 +102,7 @@ func (m *memory) robots(origin string, now time.Duration) (e *originFacts, mine 
 			if !e.abandoned && now < e.expires {
 				return e, false
 			}
+			m.rules -= e.facts.cost // replaced below
 		default:
 			return e, false // a fetch is under way: wait for it
 		}
@@ -95,28 +112,120 @@ func (m *memory) robots(origin string, now time.Duration) (e *originFacts, mine 
 	return e, true
 }
 
-// robotsDone ends the fetch of e: with the Crawl-delay read, trusted until
-// expires, or abandoned (the next caller asks again). It returns the
-// strictest Crawl-delay remembered for the scope of the origin.
-func (m *memory) robotsDone(e *originFacts, origin, scope string, delay, expires time.Duration, abandoned bool) time.Duration {
+// Kinds of robots.txt knowledge.
+const (
+	robotsUnknown  = iota // missing or stale: the next request fetches it
+	robotsFetching        // a fetch is under way
+	robotsKnown
+)
+
+// robotsState is what is known of origin's robots.txt at now, without
+// fetching it: its facts when they are fresh.
+func (m *memory) robotsState(origin string, now time.Duration) (robotsFacts, int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e.delay, e.expires, e.abandoned = delay, expires, abandoned
+	v, ok := m.lru.Get(memKey{memOrigin, origin})
+	if !ok {
+		return robotsFacts{}, robotsUnknown
+	}
+	e := v.(*originFacts)
+	select {
+	case <-e.done:
+		if !e.abandoned && now < e.expires {
+			return e.facts, robotsKnown
+		}
+		return robotsFacts{}, robotsUnknown
+	default:
+		return robotsFacts{}, robotsFetching
+	}
+}
+
+// robotsExpiry is when origin's robots.txt is asked for again (0 when
+// nothing is known of it).
+func (m *memory) robotsExpiry(origin string) (robotsFacts, time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if v, ok := m.lru.Peek(memKey{memOrigin, origin}); ok {
+		e := v.(*originFacts)
+		select {
+		case <-e.done:
+			return e.facts, e.expires
+		default:
+		}
+	}
+	return robotsFacts{}, 0
+}
+
+// factsOf returns the facts of e, whose fetch has ended.
+func (m *memory) factsOf(e *originFacts) robotsFacts {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return e.facts
+}
+
+// robotsDone ends the fetch of e: with the facts read, trusted until
+// expires, or abandoned (the next caller asks again). It returns the
+// strictest Crawl-delay remembered for the scope of the origin.
+func (m *memory) robotsDone(e *originFacts, origin, scope string, f robotsFacts, expires time.Duration, abandoned bool) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if abandoned {
+		f = robotsFacts{}
+	}
+	delay := f.delay
+	e.facts, e.expires, e.abandoned = f, expires, abandoned
 	close(e.done)
+	if f.cost > 0 {
+		if v, ok := m.lru.Peek(memKey{memOrigin, origin}); ok && v == e {
+			m.rules += f.cost
+			m.trimRulesLocked()
+		} else { // evicted meanwhile: its waiters still read it, uncounted
+			e.facts.cost = 0
+		}
+	}
 	if abandoned {
 		if v, ok := m.lru.Peek(memKey{memOrigin, origin}); ok && v == e {
 			m.lru.Remove(memKey{memOrigin, origin})
 		}
 	}
-	f := m.scopeLocked(scope, delay > 0 && !abandoned)
-	if f == nil {
+	sf := m.scopeLocked(scope, delay > 0 && !abandoned)
+	if sf == nil {
 		return 0
 	}
 	if !abandoned {
-		f.setDelay(origin, delay)
+		sf.setDelay(origin, delay)
 		m.gen.Add(1)
 	}
-	return f.crawlDelay()
+	return sf.crawlDelay()
+}
+
+// trimRulesLocked drops the rules of the least recently used origins while
+// they cost more than rulesBudget, down to 3/4 of it; such an origin reads
+// its robots.txt again when next needed.
+func (m *memory) trimRulesLocked() {
+	if m.rules <= rulesBudget {
+		return
+	}
+	for _, k := range m.lru.Keys() { // oldest first
+		if m.rules <= rulesBudget/4*3 {
+			return
+		}
+		if k.kind != memOrigin {
+			continue
+		}
+		v, _ := m.lru.Peek(k)
+		e := v.(*originFacts)
+		select {
+		case <-e.done:
+		default:
+			continue
+		}
+		if e.facts.cost > 0 {
+			m.rules -= e.facts.cost
+			e.facts.group, e.facts.cost = nil, 0
+			e.expires = 0 // stale: read again
+		}
+	}
 }
 
 // generation is the number of Crawl-delay changes so far.

@@ -1,6 +1,8 @@
 package adaptive
 
 import (
+	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/colly-polite/polite/tokenbucket"
@@ -8,9 +10,10 @@ import (
 
 // pacer spaces the sends of one scope: a GCRA schedule (tokenbucket.Bucket)
 // at the law's rate under every ceiling in force. Ceilings are the
-// configured rate (Rule.Rate), robots.txt Crawl-delay and quota headers;
-// the law is told the lowest only so that it never probes above it. Not
-// safe for concurrent use: scope.mu guards it.
+// configured rate (Rule.Rate), the rule's MinGap, robots.txt Crawl-delay
+// and quota headers; the law is told the lowest only so that it never
+// probes above it. Rule.RandomGap adds a random extra before each send.
+// Not safe for concurrent use: scope.mu guards it.
 type pacer struct {
 	b          tokenbucket.Bucket
 	robots     float64       // Crawl-delay ceiling, req/s (0: none)
@@ -27,6 +30,9 @@ type pacer struct {
 // rate changed. It reports whether it did.
 func (p *pacer) sync(now time.Duration, c *core) bool {
 	ceil, why := c.rule.Rate, ReasonRate
+	if v := c.rule.gapRate; v > 0 && (ceil == 0 || v < ceil) {
+		ceil = v
+	}
 	if v := p.robots; v > 0 && (ceil == 0 || v < ceil) {
 		ceil, why = v, ReasonCrawlDelay
 	}
@@ -44,8 +50,9 @@ func (p *pacer) sync(now time.Duration, c *core) bool {
 		why = ReasonRate
 	}
 	p.why = why
-	// a Crawl-delay asks for a minimum gap: no credit for late timers
-	p.b.SetStrict(p.robots > 0 && r >= p.robots)
+	// a Crawl-delay or a MinGap asks for a minimum gap: no credit for
+	// late timers
+	p.b.SetStrict(p.robots > 0 && r >= p.robots || c.rule.gapRate > 0)
 	if r == p.b.Rate() {
 		return false
 	}
@@ -88,4 +95,42 @@ func crawlDelayRate(d time.Duration) float64 {
 		return 0
 	}
 	return 1 / (d + max(d/100, 5*time.Millisecond)).Seconds()
+}
+
+// gapRate is the rate ceiling of a minimum gap d (0: none): a hair below
+// 1/d, so that the interval the schedule derives from it is never shorter
+// than d.
+func gapRate(d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return max(float64(time.Second)/float64(d+time.Nanosecond), minRate)
+}
+
+// sent draws the random extra gap before the next send (Rule.RandomGap)
+// from rng after a send was taken.
+func (p *pacer) sent(r *rule, rng *rand.PCG) {
+	if r.RandomGap <= 0 {
+		return
+	}
+	p.b.Defer(time.Duration(rng.Uint64() % uint64(r.RandomGap)))
+}
+
+// globalPacer is the controller-wide ceiling (Config.GlobalRate): one GCRA
+// schedule, strict (a ceiling, no credit for late timers), that every
+// scope's send also takes from. Its mu is a leaf lock, taken under a
+// scope's.
+type globalPacer struct {
+	mu sync.Mutex
+	b  tokenbucket.Bucket // guarded by mu
+}
+
+func newGlobalPacer(rate float64) *globalPacer {
+	if rate <= 0 {
+		return nil
+	}
+	g := &globalPacer{}
+	g.b.SetRate(rate)
+	g.b.SetStrict(true)
+	return g
 }

@@ -2,6 +2,7 @@ package adaptive_test
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/gocolly/colly/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -98,7 +100,6 @@ func TestCrawlDelay(t *testing.T) {
 		srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{
 			"a.test": {Robots: testserver.Robots{CrawlDelay: 2 * time.Second}},
 			"b.test": {Robots: testserver.Robots{Status: 404}},
-			"c.test": {Robots: testserver.Robots{Status: 503}},
 			"d.test": {Robots: testserver.Robots{Body: "User-agent: *\nCrawl-delay: 100000\n"}},
 		}})
 		c, _ := newCollector(t, srv)
@@ -113,15 +114,136 @@ func TestCrawlDelay(t *testing.T) {
 		// 404: no delay
 		ok, _ := crawl(t, c, 8, 5*time.Second, srv.HostURL("b.test"))
 		assert.Greater(t, ok, int64(20))
-		// 5xx: a conservative default (5 s) until it can be read
-		okc, _ := crawl(t, c, 8, 20*time.Second, srv.HostURL("c.test"))
-		assert.Positive(t, okc)
-		cst := srv.Stats("c.test")
-		for i := 1; i < len(cst.Accepted); i++ {
-			assert.GreaterOrEqual(t, cst.Accepted[i]-cst.Accepted[i-1], 5*time.Second)
-		}
+		// 5xx: see TestRobotsUnreadable
 		// absurd: capped at 30 s, not 100000 s
 		okd, _ := crawl(t, c, 2, 65*time.Second, srv.HostURL("d.test"))
 		assert.GreaterOrEqual(t, okd, int64(2))
+	})
+}
+
+// Allow and Disallow are enforced from the one fetch (RFC 9309, the most
+// specific rule wins): a disallowed URL fails at once with ErrDisallowed in
+// a *ScopeError and is never sent; WithRobotsDisallow(false) keeps only
+// Crawl-delay.
+func TestRobotsDisallowEnforced(t *testing.T) {
+	body := "User-agent: *\nDisallow: /page/\nAllow: /page/1\n"
+	for _, enforce := range []bool{true, false} {
+		t.Run(map[bool]string{true: "default", false: "off"}[enforce], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := testserver.NewTest(t, oneHost(testserver.Policy{Robots: testserver.Robots{Body: body}}))
+				var opts []adaptive.Option
+				if !enforce {
+					opts = append(opts, adaptive.WithRobotsDisallow(false))
+				}
+				c, ctrl := newCollector(t, srv, opts...)
+				a := srv.HostURL("a.test")
+				require.NoError(t, c.Visit(a+"/page/1"), "allowed by the longer Allow")
+				start := time.Now()
+				err := c.Visit(a + "/page/2")
+				st := srv.Stats("a.test")
+				if !enforce {
+					require.NoError(t, err)
+					assert.Equal(t, 3, st.Requests, "robots.txt and both pages")
+					return
+				}
+				require.ErrorIs(t, err, adaptive.ErrDisallowed)
+				var se *adaptive.ScopeError
+				require.ErrorAs(t, err, &se)
+				assert.Equal(t, adaptive.ReasonRobots, se.Reason)
+				assert.Equal(t, "a.test", se.Scope)
+				assert.True(t, se.PausedUntil.IsZero(), "a rule, not an outage")
+				assert.Zero(t, time.Since(start), "fails at once")
+				assert.Equal(t, 2, st.Requests, "robots.txt and /page/1 only")
+				assert.Equal(t, 1, st.Robots)
+				assertIdle(t, ctrl)
+			})
+		})
+	}
+}
+
+// A robots.txt answering 5xx means "disallow all" (RFC 9309 2.3.1.4) until
+// it is asked again after RobotsRetry; with Disallow off, the conservative
+// delay (RobotsFailDelay, 5 s) between pages instead.
+func TestRobotsUnreadable(t *testing.T) {
+	t.Run("disallow all", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := testserver.NewTest(t, oneHost(testserver.Policy{Robots: testserver.Robots{Status: 503}}))
+			c, ctrl := newCollector(t, srv)
+			a := srv.HostURL("a.test")
+			start := time.Now()
+			err := c.Visit(a + "/page/1")
+			require.ErrorIs(t, err, adaptive.ErrDisallowed)
+			var se *adaptive.ScopeError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, start.Add(time.Minute), se.PausedUntil, "until robots.txt is asked again")
+			time.Sleep(30 * time.Second)
+			require.ErrorIs(t, c.Visit(a+"/page/2"), adaptive.ErrDisallowed)
+			assert.Equal(t, 1, srv.Stats("a.test").Robots, "not asked again within RobotsRetry")
+			time.Sleep(31 * time.Second)
+			require.ErrorIs(t, c.Visit(a+"/page/3"), adaptive.ErrDisallowed)
+			st := srv.Stats("a.test")
+			assert.Equal(t, 2, st.Robots, "asked again after RobotsRetry")
+			assert.Equal(t, 2, st.Requests, "no page was sent")
+			assertIdle(t, ctrl)
+		})
+	})
+	t.Run("disallow off", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := testserver.NewTest(t, oneHost(testserver.Policy{Robots: testserver.Robots{Status: 503}}))
+			c, _ := newCollector(t, srv, adaptive.WithRobotsDisallow(false))
+			ok, _ := crawl(t, c, 8, 20*time.Second, srv.HostURL("a.test"))
+			assert.Positive(t, ok)
+			st := srv.Stats("a.test")
+			for i := 1; i < len(st.Accepted); i++ {
+				assert.GreaterOrEqual(t, st.Accepted[i]-st.Accepted[i-1], 5*time.Second)
+			}
+		})
+	})
+}
+
+// Colly's own robots.txt handling (IgnoreRobotsTxt = false) and the
+// controller's read one fetch: Colly's request for robots.txt passes
+// through the transport, which reads it for the controller too. Colly
+// refuses what robots.txt disallows itself (colly.ErrRobotsTxtBlocked,
+// before the controller sees the request); the Crawl-delay of that one
+// fetch paces the pages.
+func TestRobotsOneFetchWithCollyRobots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{Robots: testserver.Robots{CrawlDelay: 2 * time.Second, Disallow: []string{"/page/9"}}}))
+		c := colly.NewCollector(colly.AllowURLRevisit())
+		c.IgnoreRobotsTxt = false
+		c.WithTransport(srv.Transport())
+		ctrl := adaptive.Attach(c, adaptive.WithJitterSeed(1))
+		require.NoError(t, ctrl.Err())
+		a := srv.HostURL("a.test")
+		for i := 1; i <= 4; i++ {
+			require.NoError(t, c.Visit(fmt.Sprintf("%s/page/%d", a, i)))
+		}
+		require.ErrorIs(t, c.Visit(a+"/page/9"), colly.ErrRobotsTxtBlocked)
+		st := srv.Stats("a.test")
+		assert.Equal(t, 1, st.Robots, "one fetch of robots.txt for both")
+		require.Len(t, st.Accepted, 4)
+		for i := 1; i < len(st.Accepted); i++ {
+			assert.GreaterOrEqual(t, st.Accepted[i]-st.Accepted[i-1], 2*time.Second, "Crawl-delay from the shared fetch")
+		}
+		assertIdle(t, ctrl)
+	})
+}
+
+// A robots.txt the controller itself refused to ask for (its scope paused
+// beyond MaxPause) is no outage: the page fails with that refusal, not
+// ErrDisallowed, and robots.txt is asked for again next time.
+func TestRobotsRefusedIsNotUnreadable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{}))
+		store := &adaptive.MemoryStore{}
+		// another collector of the fleet shared an hour's pause
+		_, err := store.Release(t.Context(), adaptive.Release{Scope: "a.test", Process: "other", Pause: time.Hour, Reason: adaptive.ReasonRetryAfter})
+		require.NoError(t, err)
+		c, _ := newCollector(t, srv, adaptive.WithStore(store))
+		err = c.Visit(srv.HostURL("a.test") + "/page/1")
+		require.ErrorIs(t, err, adaptive.ErrPaused)
+		assert.NotErrorIs(t, err, adaptive.ErrDisallowed)
+		assert.Zero(t, srv.Stats("a.test").Requests)
 	})
 }

@@ -13,16 +13,24 @@ import (
 type scope struct {
 	mu sync.Mutex
 	// guarded by mu:
-	core     core
-	line     line
-	lastUsed time.Duration
-	memGen   uint32      // the memory generation the Crawl-delay was last read at
-	dead     bool        // evicted: look the key up again (set under Controller.mu too)
-	fl       *scopeFleet // with a Store: the fleet's view, nil until used
+	core       core
+	line       line
+	lastUsed   time.Duration
+	created    time.Duration
+	pauseStart time.Duration // see settlePause
+	pausedPast time.Duration
+	codes      [statusSlots]uint32 // responses by status code (statusSlot)
+	retries    uint32
+	memGen     uint32      // the memory generation the Crawl-delay was last read at
+	dead       bool        // evicted: look the key up again (set under Controller.mu too)
+	fl         *scopeFleet // with a Store: the fleet's view, nil until used
+	// claims are slots taken ahead of their requests (Controller.Claim),
+	// oldest first; their sends are counted in flight
+	claims []claimed
 }
 
 func newScope(key string, r *rule, now time.Duration, seed uint64) *scope {
-	s := &scope{lastUsed: now}
+	s := &scope{lastUsed: now, created: now}
 	s.core.init(key, r, now, seed)
 	return s
 }
@@ -32,7 +40,7 @@ func newScope(key string, r *rule, now time.Duration, seed uint64) *scope {
 type grant struct {
 	sc    *scope
 	key   string
-	t     ticket
+	t     ticket // t.law.Sent is when it went out (after the fleet's slot)
 	lease string // with a Store: the fleet's lease ("" when the store was down)
 }
 
@@ -42,22 +50,45 @@ type grant struct {
 // line does not. crawlDelay is the Crawl-delay of the request's origin: the
 // scope's ceiling is at least that strict.
 func (s *scope) acquire(ctx context.Context, c *Controller, key string, now time.Duration, crawlDelay time.Duration) (grant, error) {
-	st := c.st
+	entry := now
 	s.mu.Lock()
 	s.lastUsed = now
-	s.pullCeilings(c, key, now, crawlDelay)
+	sp := s.begin(c, now)
+	s.pullCeilings(c, key, now, crawlDelay, &sp)
+	if g, ok := s.useClaim(c, key, now); ok {
+		s.end(&sp)
+		s.mu.Unlock()
+		if sp.tale != nil {
+			c.tell(key, &sp, &cue{op: opAcquire, granted: true, claimed: true})
+		}
+		return g, nil
+	}
 	if len(s.line) == 0 {
-		if d := s.core.decide(now, st); d.kind == sendNow {
-			g := grant{sc: s, key: key, t: s.core.take(now)}
+		if d := s.decide(c, now); d.kind == sendNow {
+			g := s.take(key, now)
+			s.end(&sp)
 			s.mu.Unlock()
+			if sp.tale != nil {
+				c.tell(key, &sp, &cue{op: opAcquire, granted: true})
+			}
 			return g, nil
 		} else if d.kind == fail {
+			s.end(&sp)
 			s.mu.Unlock()
+			if sp.tale != nil {
+				c.tell(key, &sp, &cue{op: opAcquire})
+			}
 			return grant{}, s.refused(c, key, d.why)
 		}
 	}
+	s.end(&sp)
 	w := newWaiter()
 	s.line = append(s.line, w)
+	if sp.tale != nil {
+		s.mu.Unlock() // no I/O under the lock; w may be nudged meanwhile
+		c.tell(key, &sp, &cue{op: opAcquire})
+		s.mu.Lock()
+	}
 	for {
 		if s.line.head() != w {
 			s.mu.Unlock()
@@ -70,18 +101,32 @@ func (s *scope) acquire(ctx context.Context, c *Controller, key string, now time
 			continue
 		}
 		now = c.now()
-		d := s.core.decide(now, st)
+		sp = s.begin(c, now)
+		d := s.decide(c, now)
 		switch d.kind {
 		case sendNow:
-			g := grant{sc: s, key: key, t: s.core.take(now)}
+			g := s.take(key, now)
 			s.line.pop()
+			s.end(&sp)
 			s.mu.Unlock()
+			if sp.tale != nil {
+				c.tell(key, &sp, &cue{op: opAcquire, granted: true, wait: now - entry})
+			}
+			c.notify(key) // the line moved: a frontier may claim again
 			return g, nil
 		case fail:
+			s.end(&sp)
 			s.mu.Unlock()
+			if sp.tale != nil {
+				c.tell(key, &sp, &cue{op: opAcquire})
+			}
 			return grant{}, s.leave(w, s.refused(c, key, d.why))
 		}
+		s.end(&sp)
 		s.mu.Unlock()
+		if sp.tale != nil {
+			c.tell(key, &sp, &cue{op: opAcquire})
+		}
 		var wake time.Time // zero: wait for a nudge
 		if d.kind == waitUntil {
 			wake = c.at(d.wake)
@@ -93,19 +138,63 @@ func (s *scope) acquire(ctx context.Context, c *Controller, key string, now time
 	}
 }
 
+// decide is the core's decision under the controller's global ceiling
+// (Config.GlobalRate): a send goes only when both allow it. Called with mu
+// held; takes the global ceiling's lock, a leaf.
+func (s *scope) decide(c *Controller, now time.Duration) decision {
+	g := c.global
+	if g == nil {
+		return s.core.decide(now, c.st)
+	}
+	if why, ok := s.core.gate.refuse(now, c.st.MaxPause); ok {
+		return decision{kind: fail, why: why}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if w := g.b.Next(); w > now {
+		if w-now > c.st.MaxPause {
+			return decision{kind: fail, why: refusal{ReasonRate, w, ErrPaused}}
+		}
+		return decision{kind: waitUntil, wake: w}
+	}
+	d := s.core.decide(now, c.st)
+	if d.kind == sendNow {
+		g.b.Take(now)
+	}
+	return d
+}
+
+// take grants the send decide allowed, and draws the random gap before the
+// next one (from the scope's one random source, the gate's). Called with mu
+// held.
+func (s *scope) take(key string, now time.Duration) grant {
+	g := grant{sc: s, key: key, t: s.core.take(now)}
+	s.core.pace.sent(s.core.rule, &s.core.gate.rng)
+	return g
+}
+
 // pullCeilings reads what memory knows of the scope's Crawl-delay when it
 // changed since the last look, and applies the Crawl-delay of the
-// request's origin. Called with mu held.
-func (s *scope) pullCeilings(c *Controller, key string, now time.Duration, crawlDelay time.Duration) {
+// request's origin. Called with mu held, within step sp.
+func (s *scope) pullCeilings(c *Controller, key string, now time.Duration, crawlDelay time.Duration, sp *step) {
 	changed := false
 	if g := c.mem.generation(); g != s.memGen {
 		s.memGen = g
 		if d, ok := c.mem.crawlDelay(key); ok {
 			s.core.pace.robots = crawlDelayRate(d)
 			changed = true
+			if sp.tale != nil {
+				sp.tale.crawlDelay = d
+			}
 		}
 	}
-	if s.core.pace.requireCrawlDelay(crawlDelayRate(crawlDelay)) || changed {
+	if s.core.pace.requireCrawlDelay(crawlDelayRate(crawlDelay)) {
+		changed = true
+		if sp.tale != nil {
+			sp.tale.crawlDelay = crawlDelay
+		}
+	}
+	if changed {
 		s.core.pace.sync(now, &s.core)
 	}
 }
@@ -150,16 +239,21 @@ func (s *scope) leave(w *waiter, err error) error {
 	return err
 }
 
-// record returns the slot of t and applies its outcome. With a fleet, it
-// also returns the law's shared part if it changed (nil otherwise) and the
-// fleet version it derives from.
-func (s *scope) record(now time.Duration, t ticket, o *outcome, st *settings, fleet bool) (reaction, []byte, uint64) {
+// record returns the slot of t and applies its outcome, as step sp. With
+// a fleet, it also returns the law's shared part if it changed (nil
+// otherwise) and the fleet version it derives from.
+func (s *scope) record(c *Controller, now time.Duration, t ticket, o *outcome, sp *step) (reaction, []byte, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastUsed = now
-	r := s.core.record(now, t, o, st)
+	*sp = s.begin(c, now)
+	r := s.core.record(now, t, o, c.st)
+	if o.status != 0 {
+		s.codes[statusSlot(o.status)]++
+	}
+	s.end(sp)
 	s.line.nudgeHead()
-	if !fleet {
+	if c.fleet == nil {
 		return r, nil, 0
 	}
 	changed, version := s.sharedChange(now)
@@ -172,6 +266,40 @@ func (s *scope) untake(t ticket) {
 	s.mu.Lock()
 	s.core.untake(t)
 	s.line.nudgeHead()
+	s.mu.Unlock()
+}
+
+// fleetStep runs fn under mu as one step of the decision log: a change
+// the fleet decided (a pause it shared, its law's state adopted), told as
+// such.
+func (s *scope) fleetStep(c *Controller, key string, fn func(now time.Duration)) {
+	s.mu.Lock()
+	sp := s.begin(c, c.now())
+	fn(sp.now)
+	s.end(&sp)
+	s.mu.Unlock()
+	if sp.tale != nil {
+		c.tell(key, &sp, &cue{op: opAdopt})
+	}
+}
+
+// unpark lifts a park and any pause (Controller.Unpark).
+func (s *scope) unpark(c *Controller, key string) {
+	s.mu.Lock()
+	sp := s.begin(c, c.now())
+	s.core.unpark(sp.now)
+	s.line.nudgeHead()
+	s.end(&sp)
+	s.mu.Unlock()
+	if sp.tale != nil {
+		c.tell(key, &sp, &cue{op: opUnpark})
+	}
+}
+
+// retried counts a retry: an attempt after the first of one request.
+func (s *scope) retried() {
+	s.mu.Lock()
+	s.retries++
 	s.mu.Unlock()
 }
 

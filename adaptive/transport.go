@@ -61,11 +61,17 @@ func (t *Transport) Unwrap() http.RoundTripper { return t.next }
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	cl := t.c.resolve(req)
-	d, err := t.robotsFor(req.Context(), req, cl.key)
+	if t.c.st.robots && isRobots(req) {
+		return t.teeRobots(req, cl)
+	}
+	f, err := t.robotsFor(req.Context(), req, cl.key)
 	if err != nil {
 		return nil, err
 	}
-	cl.crawlDelay = d
+	if err := t.c.disallowed(req, cl.key, &f); err != nil {
+		return nil, err
+	}
+	cl.crawlDelay = f.delay
 	retries := 0
 	if retryable(req) {
 		retries = cl.rule.retries
@@ -73,17 +79,48 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.roundTrip(req, cl, retries, t.attemptTimeout)
 }
 
-// robotsFor makes sure the robots.txt of req's origin has been read, and
-// returns its Crawl-delay (0 when it has none, or robots.txt is off). A
-// missing or stale entry is fetched, through the same politeness, by the
-// first caller; the others wait for it. The fetch ends with its caller's
-// context: then it is abandoned, not cached, and the next caller asks again.
-func (t *Transport) robotsFor(ctx context.Context, req *http.Request, key string) (time.Duration, error) {
-	st := t.c.st
-	if st.Robots == nil || !*st.Robots || req.URL == nil || req.URL.Path == "/robots.txt" {
-		return 0, nil
+// isRobots: req asks for a robots.txt.
+func isRobots(req *http.Request) bool {
+	return req.URL != nil && req.URL.Path == "/robots.txt" && (req.Method == "" || req.Method == http.MethodGet)
+}
+
+// origin is the scheme and normalised host of req.
+func origin(req *http.Request) string {
+	return reqScheme(req) + "://" + NormalizeHost(reqScheme(req), reqHost(req))
+}
+
+// disallowed returns the error of a request that robots.txt facts f
+// forbid (with RobotsDisallow on), or nil.
+func (c *Controller) disallowed(req *http.Request, key string, f *robotsFacts) error {
+	if !c.st.disallow || req.URL == nil || f.group == nil && !f.disallowAll || f.allows(req.URL.RequestURI()) {
+		return nil
 	}
-	origin := reqScheme(req) + "://" + NormalizeHost(reqScheme(req), reqHost(req))
+	e := &ScopeError{Scope: key, Reason: ReasonRobots, Err: ErrDisallowed}
+	if f.disallowAll {
+		_, until := c.mem.robotsExpiry(origin(req))
+		if until > 0 {
+			e.PausedUntil = c.at(until)
+		}
+	}
+	return e
+}
+
+// robotsPolicy is the settings fetchRobots needs.
+func (c *Controller) robotsPolicy() robotsPolicy {
+	st := c.st
+	return robotsPolicy{ttl: st.RobotsTTL, failDelay: st.RobotsFailDelay, retry: st.RobotsRetry, maxDelay: st.MaxCrawlDelay, disallow: st.disallow, logger: st.Logger}
+}
+
+// robotsFor makes sure the robots.txt of req's origin has been read, and
+// returns what it says (nothing when robots.txt is off). A missing or stale
+// entry is fetched, through the same politeness, by the first caller; the
+// others wait for it. The fetch ends with its caller's context: then it is
+// abandoned, not cached, and the next caller asks again.
+func (t *Transport) robotsFor(ctx context.Context, req *http.Request, key string) (robotsFacts, error) {
+	if !t.c.st.robots || req.URL == nil || req.URL.Path == "/robots.txt" {
+		return robotsFacts{}, nil
+	}
+	origin := origin(req)
 	for {
 		e, mine := t.c.mem.robots(origin, t.c.now())
 		if !mine {
@@ -92,9 +129,9 @@ func (t *Transport) robotsFor(ctx context.Context, req *http.Request, key string
 				if e.abandoned {
 					continue
 				}
-				return e.delay, nil
+				return t.c.mem.factsOf(e), nil
 			case <-ctx.Done():
-				return 0, ctx.Err()
+				return robotsFacts{}, ctx.Err()
 			}
 		}
 		timeout := t.attemptTimeout
@@ -104,15 +141,54 @@ func (t *Transport) robotsFor(ctx context.Context, req *http.Request, key string
 		send := func(r *http.Request) (*http.Response, error) {
 			return t.roundTrip(r, t.c.resolve(r), 0, timeout) // no retries: unavailable at once
 		}
-		policy := robotsPolicy{ttl: st.RobotsTTL, failDelay: st.RobotsFailDelay, retry: st.RobotsRetry, maxDelay: st.MaxCrawlDelay, logger: st.Logger}
-		delay, ttl := fetchRobots(ctx, send, origin, req.Header.Get("User-Agent"), policy)
-		abandoned := ctx.Err() != nil
-		t.c.mem.robotsDone(e, origin, key, delay, t.c.now()+ttl, abandoned)
-		if abandoned {
-			return 0, ctx.Err()
+		f, ttl, err := fetchRobots(ctx, send, origin, req.Header.Get("User-Agent"), t.c.robotsPolicy())
+		if ctx.Err() != nil {
+			err = ctx.Err()
 		}
-		return delay, nil
+		t.c.mem.robotsDone(e, origin, key, f, t.c.now()+ttl, err != nil)
+		t.c.notify(key)
+		if err != nil {
+			return robotsFacts{}, err
+		}
+		return f, nil
 	}
+}
+
+// teeRobots sends a request for a robots.txt that comes from above (Colly's
+// own robots.txt handling, IgnoreRobotsTxt = false) and, when the
+// controller does not know that origin's robots.txt yet, reads the answer
+// as its own fetch would, so that robots.txt is fetched once for both. The
+// caller still reads the whole body. A redirect is left to the caller; the
+// controller then reads robots.txt itself when it needs it.
+func (t *Transport) teeRobots(req *http.Request, cl call) (*http.Response, error) {
+	origin := origin(req)
+	e, mine := t.c.mem.robots(origin, t.c.now())
+	if !mine {
+		return t.roundTrip(req, cl, 0, t.attemptTimeout)
+	}
+	done := func(f robotsFacts, ttl time.Duration, abandoned bool) {
+		t.c.mem.robotsDone(e, origin, cl.key, f, t.c.now()+ttl, abandoned)
+		t.c.notify(cl.key)
+	}
+	resp, err := t.roundTrip(req, cl, 0, t.attemptTimeout)
+	if err != nil {
+		f, ttl := t.c.robotsPolicy().unreadable()
+		se := (*ScopeError)(nil)
+		done(f, ttl, req.Context().Err() != nil || errors.As(err, &se)) // a refusal of ours: nothing learned
+		return nil, err
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		done(robotsFacts{}, 0, true)
+		return resp, nil
+	}
+	b, readErr := io.ReadAll(io.LimitReader(resp.Body, robotsMaxBytes))
+	f, ttl := t.c.robotsPolicy().from(origin, resp.StatusCode, b, readErr, req.Header.Get("User-Agent"))
+	done(f, ttl, readErr != nil && req.Context().Err() != nil)
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(b), resp.Body), resp.Body}
+	return resp, nil
 }
 
 var idempotent = map[string]bool{"": true, "GET": true, "HEAD": true, "OPTIONS": true, "TRACE": true, "PUT": true, "DELETE": true}
@@ -134,6 +210,9 @@ func (t *Transport) roundTrip(req *http.Request, cl call, retries int, timeout t
 		p, err := t.c.acquire(ctx, cl)
 		if err != nil {
 			return nil, err
+		}
+		if attempt > 0 {
+			p.retried()
 		}
 		r := req
 		if attempt > 0 {

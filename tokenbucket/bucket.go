@@ -30,6 +30,9 @@ type Bucket struct {
 	drain   bool // drained is set
 	sent    bool // last is set
 	strict  bool // no credit: the rate is a minimum gap
+	// extra is the random gap Defer put before the next send, kept when
+	// the rate changes and cleared by the send
+	extra time.Duration
 }
 
 // Rate is the rate in force, sends per second.
@@ -41,8 +44,23 @@ func (b *Bucket) Rate() float64 { return b.rate }
 func (b *Bucket) SetRate(r float64) {
 	b.rate = r
 	if b.sent {
-		b.tat = b.last + interval(r)
+		b.tat = b.last + interval(r) + b.extra
 	}
+}
+
+// Defer moves the next send d later than the schedule says (a random
+// extra gap drawn per send, as after colly.LimitRule's RandomDelay); the
+// sends after it keep their spacing from it, so the rate never rises above
+// the one in force. A rate change before the next send keeps the extra;
+// the next Take clears it. d <= 0, or a bucket that has not sent yet, is
+// left as it is.
+func (b *Bucket) Defer(d time.Duration) {
+	if d <= 0 || !b.sent {
+		return
+	}
+	d = min(d, MaxInterval)
+	b.extra += d
+	b.tat += d
 }
 
 // SetStrict makes the rate a minimum gap between sends (robots.txt's
@@ -82,7 +100,7 @@ func (b *Bucket) Take(now time.Duration) bool {
 		from = max(from, b.tat)
 	}
 	b.tat = from + t
-	b.last, b.sent = now, true
+	b.last, b.sent, b.extra = now, true, 0
 	return true
 }
 

@@ -15,7 +15,7 @@ const ms = time.Millisecond
 // step is one call on a Bucket at a time, and what it must say.
 type step struct {
 	at   time.Duration
-	op   string // "take", "rate", "strict", "drain", "resume"
+	op   string // "take", "rate", "strict", "drain", "resume", "defer"
 	arg  float64
 	want bool          // take: granted
 	next time.Duration // after the call: Next(), when checked
@@ -34,6 +34,8 @@ func run(t *testing.T, steps []step) {
 			b.Drain(time.Duration(s.arg))
 		case "resume":
 			b.Resume(s.at)
+		case "defer":
+			b.Defer(time.Duration(s.arg))
 		case "take":
 			assert.Equal(t, s.want, b.Take(s.at), "step %d: take at %v", i, s.at)
 		}
@@ -104,6 +106,25 @@ func TestBucket(t *testing.T) {
 			{op: "drain", arg: float64(time.Hour)},
 			{at: time.Second, op: "resume", next: 1100 * ms},
 			{at: 1100 * ms, op: "take", want: true},
+		},
+		"defer: an extra gap before the next send only": {
+			{op: "rate", arg: 10}, {op: "strict", arg: 1},
+			{at: 0, op: "take", want: true},
+			{op: "defer", arg: float64(30 * ms), next: 130 * ms},
+			{at: 129 * ms, op: "take", want: false},
+			{at: 130 * ms, op: "take", want: true, next: 230 * ms}, // cleared by the send
+		},
+		"defer survives a rate change": {
+			{op: "rate", arg: 10},
+			{at: 0, op: "take", want: true},
+			{op: "defer", arg: float64(30 * ms)},
+			{op: "rate", arg: 5, next: 230 * ms},
+		},
+		"defer before the first send, or of nothing, does nothing": {
+			{op: "rate", arg: 10}, {op: "strict", arg: 1},
+			{op: "defer", arg: float64(time.Second)},
+			{at: 0, op: "take", want: true},
+			{op: "defer", arg: -1, next: 100 * ms},
 		},
 		"a rate of zero, NaN or one per millennium is closed": {
 			{op: "rate", arg: 1},

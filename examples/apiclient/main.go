@@ -15,9 +15,10 @@
 //	go run ./examples/apiclient          # 30 s
 //	go run ./examples/apiclient -short   # 5 s smoke run
 //
-// Every second it prints the requests that succeeded, the 429s the server
-// sent, the controller's pacing rate and the quota the last response
-// announced; then a summary.
+// Every second it prints the controller's pacing rate, concurrency limit,
+// requests in flight, accepted and throttled, why a request waits (the
+// quota ceiling, once the headers are read), and the quota the last
+// response announced; then a summary.
 package main
 
 import (
@@ -28,6 +29,7 @@ import (
 	"io"
 	"log"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -67,13 +69,12 @@ func main() {
 	client := &http.Client{Transport: tr}
 	ctrl := tr.Controller()
 	base := srv.HostURL(host)
-	scope := adaptive.NormalizeHost("http", base[len("http://"):])
+	hosts := []demo.Host{demo.HostOf(host, base)}
 
 	ctx, cancel := context.WithTimeout(context.Background(), *duration)
 	defer cancel()
 
 	fmt.Printf("API quota: %d requests per %v (announced in headers); one loop of GETs, %v\n\n", quota, window, *duration)
-	fmt.Printf("%4s %6s %6s %8s   %s\n", "t", "ok", "429s", "rate", "last quota header")
 
 	// The loop: one request after the other until the time is up.
 	var mu sync.Mutex
@@ -117,10 +118,9 @@ func main() {
 	for running := true; running; {
 		select {
 		case <-tick.C:
-			snap, _ := ctrl.Snapshot(scope)
+			demo.Progress(os.Stdout, time.Since(start), ctrl, hosts)
 			mu.Lock()
-			fmt.Printf("%3.0fs %6d %6d %8.2f   RateLimit: %s\n",
-				time.Since(start).Seconds(), ok, srv.Stats(host).ByStatus[429], snap.Rate, lastQuota)
+			fmt.Printf("%24s last RateLimit header: %s\n", "", lastQuota)
 			mu.Unlock()
 		case <-done:
 			running = false
@@ -135,15 +135,5 @@ func main() {
 	fmt.Printf("  429s from the server %d (%d reached the caller after the retries)\n", st.ByStatus[429], throttled)
 	fmt.Printf("  other failures       %d\n", failed)
 	fmt.Printf("  pause violations     %d\n", st.PauseViolations)
-	if snap, found := ctrl.Snapshot(scope); found {
-		fmt.Printf("  controller           rate %.2f req/s, limit %.1f, paused until %s (%s)\n",
-			snap.Rate, snap.Limit, pausedUntil(snap.PausedUntil), snap.PauseReason)
-	}
-}
-
-func pausedUntil(t time.Time) string {
-	if d := time.Until(t); d > 0 {
-		return "+" + d.Round(time.Millisecond).String()
-	}
-	return "-"
+	demo.Summary(os.Stdout, ctrl, hosts)
 }

@@ -15,12 +15,15 @@
 //	go run ./examples/convergence                 # 40 s, writes convergence.png
 //	go run ./examples/convergence -short          # 6 s smoke run
 //	go run ./examples/convergence -out ""         # no picture
+//	go run ./examples/convergence -metrics :9090  # serves /metrics (Prometheus) while it runs
+//	go run ./examples/convergence -log run.log    # writes the decision log (slog text, Info)
 //
-// Every 2 s it prints the concurrency limit, the requests in flight, the
-// pacing rate, the pages fetched and the 429s so far; at the end, the
-// goodput after the warm-up (10 s, or half the run with -short) against the
-// hidden 30/s, the share of requests rejected and the pause violations (requests
-// sent while a Retry-After was still in force). The picture shows the
+// Every 2 s it prints the pacing rate, the concurrency limit, the requests
+// in flight, the requests accepted and the 429s so far, and why a request
+// waits right now; at the end, the goodput after the warm-up (10 s, or half
+// the run with -short) against the hidden 30/s, the share of requests
+// rejected, the pause violations (requests sent while a Retry-After was
+// still in force) and the controller's summary. The picture shows the
 // limit, the rate, the accepted throughput and the 429s over time.
 package main
 
@@ -30,14 +33,21 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gocolly/colly/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/colly-polite/polite/adaptive"
 	"github.com/colly-polite/polite/internal/demo" // helpers shared by this repository's programs
+	"github.com/colly-polite/polite/metrics"
 	"github.com/colly-polite/polite/testserver"
 )
 
@@ -55,6 +65,8 @@ func main() {
 	workers := flag.Int("workers", 40, "goroutines visiting pages")
 	out := flag.String("out", "convergence.png", `PNG to write ("" for none)`)
 	short := flag.Bool("short", false, "a 6 s smoke run (warm-up: half of it)")
+	metricsAddr := flag.String("metrics", "", `serve Prometheus metrics at http://ADDR/metrics while it runs (":9090")`)
+	logFile := flag.String("log", "", "write the controller's decision log to this file")
 	flag.Parse()
 	// -short: 6 s and a warm-up of half the run, unless given on the command line
 	demo.Short(*short, map[string]string{"duration": "6s"})
@@ -83,9 +95,26 @@ func main() {
 	// line. robots.txt is off so that the run is about the hidden limit only.
 	c := colly.NewCollector(colly.AllowURLRevisit(), colly.StdlibContext(ctx))
 	c.WithTransport(srv.Transport())
-	ctrl := adaptive.Attach(c, adaptive.WithRobots(false))
+	opts := []adaptive.Option{adaptive.WithRobots(false)}
+	if *logFile != "" {
+		f, err := os.Create(*logFile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer f.Close()
+		opts = append(opts, adaptive.WithLogger(slog.New(slog.NewTextHandler(f, nil))))
+	}
+	ctrl := adaptive.Attach(c, opts...)
 	if err := ctrl.Err(); err != nil {
 		log.Fatal(err)
+	}
+
+	if *metricsAddr != "" {
+		stop, err := serveMetrics(*metricsAddr, ctrl)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer stop()
 	}
 
 	var ok, failed atomic.Int64
@@ -98,9 +127,8 @@ func main() {
 
 	fmt.Printf("hidden limit: %d req/s (fixed window), latency %v; %d workers, one collector, %v\n\n",
 		capacity, latency, *workers, *duration)
-	fmt.Printf("%5s %6s %9s %7s %7s %6s\n", "t", "limit", "inflight", "rate", "ok", "429s")
-
 	base := srv.HostURL(host)
+	hosts := []demo.Host{demo.HostOf(host, base)}
 	start := srv.Elapsed() // the server's clock: Stats and the fixed windows use it
 	end := start + *duration
 
@@ -138,7 +166,7 @@ func main() {
 			warm = st
 		}
 		if i%(int(printEvery/sampleEvery)) == 0 {
-			fmt.Printf("%4.0fs %6.1f %9d %7.1f %7d %6d\n", s.t.Seconds(), s.limit, s.inflight, s.rate, s.ok, s.rejected)
+			demo.Progress(os.Stdout, s.t, ctrl, hosts)
 		}
 	}
 	cancel()
@@ -160,16 +188,13 @@ func main() {
 	fmt.Printf("  429s              %d, %d of them in the warm-up\n", st.ByStatus[429], warm.ByStatus[429])
 	fmt.Printf("  failed visits     %d (429 after the retries, or an error)\n", failed.Load())
 	fmt.Printf("  pause violations  %d\n", st.PauseViolations)
-	if snap, found := ctrl.Snapshot(scopeOf(base)); found {
-		fmt.Printf("  controller        limit %.1f, rate %.2f req/s, capacity estimate %.2f req/s, %d in flight\n",
-			snap.Limit, snap.Rate, snap.Estimate, snap.InFlight)
-	}
-
+	fmt.Println()
+	demo.Summary(os.Stdout, ctrl, hosts)
 	if *out != "" {
 		if err := writePlot(*out, samples, st.PerSecond, start, *duration, *workers); err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("  picture           %s\n", *out)
+		fmt.Printf("picture: %s\n", *out)
 	}
 }
 
@@ -191,6 +216,23 @@ type sample struct {
 
 // scopeOf is the controller's scope key of a base URL "http://host:port".
 func scopeOf(base string) string { return adaptive.NormalizeHost("http", base[len("http://"):]) }
+
+// serveMetrics serves ctrl's metrics at http://addr/metrics until stop is
+// called.
+func serveMetrics(addr string, ctrl *adaptive.Controller) (stop func(), err error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.New(ctrl))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	fmt.Printf("metrics: http://%s/metrics\n", ln.Addr())
+	return func() { srv.Close() }, nil
+}
 
 func pct(n, of int) float64 {
 	if of == 0 {

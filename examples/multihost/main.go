@@ -23,9 +23,12 @@
 //	go run ./examples/multihost          # 30 s
 //	go run ./examples/multihost -short   # 5 s smoke run
 //
-// At the end it prints, per host, the goodput after the warm-up against the
-// hidden capacity, the 429s and 403s the server sent, the pause violations
-// and whether the scope is parked.
+// Every interval it prints a line per host: the pacing rate, the
+// concurrency limit, the requests in flight, accepted and throttled so far,
+// and why a request to it waits. At the end it prints, per host, the
+// goodput after the warm-up against the hidden capacity, the 429s and 403s
+// the server sent, the pause violations and whether the scope is parked,
+// then the controller's own summary.
 package main
 
 import (
@@ -35,6 +38,7 @@ import (
 	"fmt"
 	"log"
 	"net/url"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -186,18 +190,19 @@ func main() {
 		}
 	}
 
+	// every interval, a line per host: rate, limit, in flight, accepted,
+	// 429s and why its requests wait
 	every := 5 * time.Second
 	if *duration < 15*time.Second {
 		every = time.Second
 	}
+	follow := make([]demo.Host, len(hosts))
+	for i, h := range hosts {
+		follow[i] = demo.Host{Name: h.name[:len(h.name)-len(".test")], Scope: h.scope}
+	}
 	for t := every; t <= *duration; t += every {
 		demo.Sleep(ctx, time.Until(start.Add(t)))
-		line := fmt.Sprintf("%6v ", t)
-		for _, h := range hosts {
-			snap, _ := ctrl.Snapshot(h.scope)
-			line += fmt.Sprintf(" | %s ok %d rate %.1f", h.name[:len(h.name)-len(".test")], h.ok.Load(), snap.Rate)
-		}
-		fmt.Println(line)
+		demo.Progress(os.Stdout, t, ctrl, follow)
 	}
 	demo.Sleep(ctx, time.Until(end))
 	cancel()
@@ -231,6 +236,8 @@ func main() {
 			h.name, h.about, good, good/h.capacity*100, h.ok.Load(), st.ByStatus[429], st.ByStatus[403],
 			st.PauseViolations, state)
 	}
+	fmt.Println()
+	demo.Summary(os.Stdout, ctrl, follow)
 	ban := srv.Stats(hosts[len(hosts)-1].name) // banning.test
 	fmt.Printf("\nblocked events received: %d (dropped unread: %d)\n", blocked.Load(), ctrl.Dropped(classify.Blocked))
 	switch snap, _ := ctrl.Snapshot(hosts[len(hosts)-1].scope); {

@@ -13,7 +13,9 @@
 //	go run ./examples/robots          # 15 s
 //	go run ./examples/robots -short   # 4 s smoke run
 //
-// It prints every gap between consecutive requests the server accepted, as
+// Every second it prints the pacing rate, the requests accepted so far and
+// why requests wait (the Crawl-delay ceiling). Then it prints every gap
+// between consecutive requests the server accepted, as
 // the server measured them on arrival, marked OK when it is at least the
 // Crawl-delay and VIOLATION when it is shorter (by however little), and a
 // summary. The program exits 0 either way.
@@ -25,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,6 +96,14 @@ func main() {
 			}
 		})
 	}
+	// a line per second: rate, in flight, accepted, and why requests wait
+	// (the Crawl-delay ceiling, once robots.txt is read)
+	start := time.Now()
+	hosts := []demo.Host{demo.HostOf(host, base)}
+	for t := time.Second; t <= *duration; t += time.Second {
+		demo.Sleep(ctx, time.Until(start.Add(t)))
+		demo.Progress(os.Stdout, t, ctrl, hosts)
+	}
 	demo.Sleep(ctx, time.Until(end))
 	cancel()
 	if err := demo.Stop(&wg, srv); err != nil { // waits for the workers, closing the server if they linger
@@ -127,9 +138,7 @@ func main() {
 		fmt.Printf("  shortest gap         %s (Crawl-delay %s)\n", ms(minGap), ms(crawlDelay))
 	}
 	fmt.Printf("  pause violations     %d\n", st.PauseViolations)
-	if snap, found := ctrl.Snapshot(adaptive.NormalizeHost("http", base[len("http://"):])); found {
-		fmt.Printf("  controller           rate %.2f req/s\n", snap.Rate)
-	}
+	demo.Summary(os.Stdout, ctrl, hosts)
 	if violations == 0 {
 		fmt.Printf("OK: every gap between accepted requests is at least the Crawl-delay\n")
 	} else {

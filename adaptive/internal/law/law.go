@@ -113,6 +113,35 @@ type Verdict struct {
 	Fresh bool
 	// Decreased: the law cut the rate (throttle) or the limit (overload).
 	Decreased bool
+	// Cut says how the rate was cut, NoCut when it was not (an overload
+	// may cut the limit alone).
+	Cut Cut
+}
+
+// Cut is how a fresh rate signal moved the estimate.
+type Cut uint8
+
+// Cuts.
+const (
+	NoCut        Cut = iota
+	SlowStartEnd     // the first: slow start ends at a measured estimate
+	ProbeFailed      // sent above the estimate: the estimate stands
+	Drop             // the accepted rate fell far under the estimate: it is the new one
+	StepDown         // a rate judged clean was throttled: a small step down
+)
+
+func (c Cut) String() string {
+	switch c {
+	case SlowStartEnd:
+		return "slow-start-end"
+	case ProbeFailed:
+		return "probe-failure"
+	case Drop:
+		return "drop-detected"
+	case StepDown:
+		return "step-down"
+	}
+	return "none"
 }
 
 // Law is the control state of one scope. The zero value is not usable:
@@ -340,7 +369,8 @@ func (l *Law) Observe(now time.Duration, t Ticket, s Signal) Verdict {
 	v := Verdict{Fresh: l.Fresh(t, s)}
 	switch s {
 	case Throttled:
-		v.Decreased = l.onThrottle(now, t.Epoch, t.Rate)
+		v.Cut = l.onThrottle(now, t.Epoch, t.Rate)
+		v.Decreased = v.Cut != NoCut
 	case Overloaded:
 		v.Decreased = l.onOverload(t.CEpoch, int(t.InFlight))
 		// Little's law: the work in service at the server is the rate
@@ -348,7 +378,8 @@ func (l *Law) Observe(now time.Duration, t Ticket, s Signal) Verdict {
 		// (each answer frees a send at once); the rate paced under what
 		// the server took keeps its work in service even.
 		if t.Epoch == l.epoch {
-			v.Decreased = l.onThrottle(now, t.Epoch, t.Rate) || v.Decreased
+			v.Cut = l.onThrottle(now, t.Epoch, t.Rate)
+			v.Decreased = v.Cut != NoCut || v.Decreased
 		}
 	default:
 		l.onSuccess(now, t.InUse)
@@ -515,15 +546,16 @@ func (l *Law) probeGap() time.Duration {
 }
 
 // onThrottle reacts to a throttle for a request sent in epoch at rate
-// sentRate. It returns true when it decreased (a fresh signal), false for
-// the tail of a burst already answered.
-func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) bool {
+// sentRate. It returns how it decreased (a fresh signal), NoCut for the
+// tail of a burst already answered.
+func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut {
 	l.roundBad = true
 	if epoch != l.epoch {
-		return false
+		return NoCut
 	}
 	a := l.accepted(now)
 	fast := false // probe again soon: the estimate is a fresh lower bound
+	var cut Cut
 	switch {
 	case l.est == 0:
 		// slow start overshoots by at most 2x; the accepted rate can read
@@ -532,16 +564,17 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) bool
 		// estimate is a lower bound of a bracket [est, sentRate]: search
 		// up from it soon.
 		l.est = math.Max(math.Min(a, sentRate), sentRate/2) * (1 - margin)
-		fast = true
+		fast, cut = true, SlowStartEnd
 	case sentRate > l.est*(1+margin/2):
 		// a probe above the estimate failed: the estimate stands, and the
 		// next probe waits the long gap (a failed probe costs a pause)
+		cut = ProbeFailed
 	case a > 0 && a < l.est*bigDrop:
 		// the capacity fell: the measurement is a lower bound of the new
 		// one, so probe up again soon. (Nothing accepted in the last
 		// second is no measurement: right after a pause nothing was sent.)
 		l.est = math.Max(a, l.est/8)
-		fast = true
+		fast, cut = true, Drop
 	default:
 		// a rate judged clean was throttled (a burst allowance flattered
 		// it, or the capacity moved a little): a small step down. A
@@ -556,6 +589,7 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) bool
 			l.downStep = margin
 		}
 		l.est = math.Min(l.est, sentRate) * (1 - l.downStep)
+		cut = StepDown
 	}
 	l.lastDecr = now
 	l.est = math.Max(l.est, l.cfg.MinRate)
@@ -566,7 +600,7 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) bool
 	l.nextProbe = now + l.probeGap()
 	l.epoch++
 	l.newRound(now)
-	return true
+	return cut
 }
 
 // onOverload reacts to an overload for a request sent in cepoch with

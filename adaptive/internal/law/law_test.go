@@ -38,6 +38,7 @@ type ev struct {
 	wantRate, wantEst, wantLimit float64
 	wantPhase                    string
 	wantFresh, wantDecreased     *bool
+	wantCut                      string // Verdict.Cut
 }
 
 var (
@@ -89,6 +90,9 @@ func play(t *testing.T, c law.Config, evs []ev) {
 		}
 		if e.wantDecreased != nil {
 			assert.Equal(t, *e.wantDecreased, v.Decreased, "%s: decreased", where)
+		}
+		if e.wantCut != "" {
+			assert.Equal(t, e.wantCut, v.Cut.String(), "%s: cut", where)
 		}
 	}
 }
@@ -154,7 +158,7 @@ func TestThrottle(t *testing.T) {
 		// the capacity, and slow start overshoots by at most 2x
 		play(t, cfg, []ev{
 			{do: "send", id: 1, rate: 8},
-			{at: 100 * ms, do: "429", id: 1, wantEst: 4 * 0.97, wantRate: 4 * 0.97, wantPhase: "steady", wantFresh: yes, wantDecreased: yes},
+			{at: 100 * ms, do: "429", id: 1, wantEst: 4 * 0.97, wantRate: 4 * 0.97, wantPhase: "steady", wantFresh: yes, wantDecreased: yes, wantCut: "slow-start-end"},
 		})
 	})
 	t.Run("the first, bounded by what was accepted", func(t *testing.T) {
@@ -173,7 +177,7 @@ func TestThrottle(t *testing.T) {
 		play(t, cfg, []ev{
 			{do: "send", id: 1, rate: 8}, {do: "send", id: 2, rate: 8}, {do: "send", id: 3, rate: 8},
 			{at: 100 * ms, do: "429", id: 1, wantEst: 3.88, wantDecreased: yes},
-			{at: 100 * ms, do: "429", id: 2, wantEst: 3.88, wantFresh: no, wantDecreased: no},
+			{at: 100 * ms, do: "429", id: 2, wantEst: 3.88, wantFresh: no, wantDecreased: no, wantCut: "none"},
 			{at: 110 * ms, do: "429", id: 3, wantEst: 3.88, wantFresh: no, wantDecreased: no},
 			{at: 200 * ms, do: "send", id: 4, rate: 3.88},
 			{at: 300 * ms, do: "429", id: 4, wantFresh: yes, wantDecreased: yes},
@@ -189,10 +193,10 @@ func TestThrottle(t *testing.T) {
 		}
 		evs = append(evs,
 			ev{at: 6 * sec, do: "send", id: 30, rate: 9.7},
-			ev{at: 6*sec + 5*ms, do: "429", id: 30, wantEst: 9.7 * 0.97},
+			ev{at: 6*sec + 5*ms, do: "429", id: 30, wantEst: 9.7 * 0.97, wantCut: "step-down"},
 			// within four rounds of it: the step was not enough
 			ev{at: 6*sec + 10*ms, do: "send", id: 31, rate: 9.7 * 0.97},
-			ev{at: 6*sec + 20*ms, do: "429", id: 31, wantEst: 9.7 * 0.97 * 0.94})
+			ev{at: 6*sec + 20*ms, do: "429", id: 31, wantEst: 9.7 * 0.97 * 0.94, wantCut: "step-down"})
 		play(t, cfg, evs)
 	})
 	t.Run("a capacity drop is measured", func(t *testing.T) {
@@ -204,7 +208,7 @@ func TestThrottle(t *testing.T) {
 			evs = append(evs, ev{at: at, do: "send", id: 10 + i, rate: 38.8}, ev{at: at + 5*ms, do: "ok", id: 10 + i})
 		}
 		evs = append(evs, ev{at: 2 * sec, do: "send", id: 30, rate: 38.8},
-			ev{at: 2 * sec, do: "429", id: 30, wantEst: 7 / 0.875})
+			ev{at: 2 * sec, do: "429", id: 30, wantEst: 7 / 0.875, wantCut: "drop-detected"})
 		play(t, cfg, evs)
 	})
 }
@@ -236,7 +240,7 @@ func TestProbe(t *testing.T) {
 		evs := seq(start, busyRound(sec, 2, 9.7),
 			[]ev{{at: 2 * sec, do: "send", id: 3, rate: 9.7, paced: true}, {at: 3 * sec, do: "ok", id: 3, wantPhase: "probing"}},
 			[]ev{{at: 3 * sec, do: "send", id: 4, rate: 9.7 * 1.03},
-				{at: 3*sec + 10*ms, do: "429", id: 4, wantEst: 9.7, wantRate: 9.7, wantPhase: "steady", wantDecreased: yes}},
+				{at: 3*sec + 10*ms, do: "429", id: 4, wantEst: 9.7, wantRate: 9.7, wantPhase: "steady", wantDecreased: yes, wantCut: "probe-failure"}},
 			// no pause: the gap is the 10 s minimum
 			busyRound(12*sec, 5, 9.7),
 			[]ev{{at: 13 * sec, do: "send", id: 6, rate: 9.7, paced: true}, {at: 13*sec + 5*ms, do: "ok", id: 6, wantPhase: "steady"}},
@@ -336,7 +340,7 @@ func TestRoundTrip(t *testing.T) {
 func TestOverloadCutsTheRate(t *testing.T) {
 	play(t, cfg, []ev{
 		{do: "send", id: 1, rate: 16, inflight: 4}, {do: "send", id: 2, rate: 16, inflight: 4},
-		{at: 10 * ms, do: "503", id: 1, wantEst: 8 * 0.97, wantRate: 8 * 0.97, wantLimit: 3, wantDecreased: yes},
+		{at: 10 * ms, do: "503", id: 1, wantEst: 8 * 0.97, wantRate: 8 * 0.97, wantLimit: 3, wantDecreased: yes, wantCut: "slow-start-end"},
 		{at: 10 * ms, do: "503", id: 2, wantEst: 8 * 0.97, wantLimit: 3, wantFresh: no, wantDecreased: no},
 	})
 }

@@ -1,0 +1,127 @@
+package adaptive_test
+
+import (
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/testserver"
+)
+
+// alwaysThrottled admits one request per hour, then answers 429 with
+// Retry-After: 1.
+func alwaysThrottled() testserver.Config {
+	return oneHost(testserver.Policy{
+		Limit:  testserver.Limit{Kind: testserver.FixedWindow, N: 1, Window: time.Hour},
+		Excess: testserver.Excess{FixedRetryAfter: time.Second},
+	})
+}
+
+// One controller per collector family: Attach on a collector that already
+// has one, or on its clone (which shares Colly's HTTP client), returns that
+// controller instead of wrapping it in a second. Against a host that
+// answers 429 to everything, one page costs 1 + 3 retries and robots.txt is
+// read once; with controllers stacked it was 16 requests and two reads.
+func TestAttachTwiceReusesController(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, alwaysThrottled())
+		c := colly.NewCollector(colly.AllowURLRevisit())
+		c.WithTransport(srv.Transport())
+		ctrl := adaptive.Attach(c, adaptive.WithJitterSeed(1))
+		clone := c.Clone()
+		assert.Same(t, ctrl, adaptive.Attach(clone), "the clone's controller is its parent's")
+		assert.Same(t, ctrl, adaptive.Attach(c, adaptive.WithRate(1)), "a second Attach returns the first controller")
+		assert.Same(t, ctrl, adaptive.ControllerOf(clone))
+
+		a := srv.HostURL("a.test")
+		require.NoError(t, c.Visit(a+"/page/1")) // the hour's one request
+		before := srv.Stats("a.test").Requests
+		start := time.Now()
+		require.Error(t, clone.Visit(a+"/page/2"))
+		st := srv.Stats("a.test")
+		t.Logf("page 2: %d requests in %v; robots.txt read %d times", st.Requests-before, time.Since(start), st.Robots)
+		assert.Equal(t, 4, st.Requests-before, "1 + 3 retries, not 4 x 4")
+		assert.Equal(t, 1, st.Robots, "robots.txt read once")
+		assert.Less(t, time.Since(start), 10*time.Second)
+		assert.Zero(t, st.PauseViolations)
+		assertIdle(t, ctrl)
+	})
+}
+
+// ctrl.Attach on a collector that has another controller replaces it:
+// this one wraps what that one wrapped, never a controller inside a
+// controller.
+func TestControllerAttachReplaces(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{}))
+		c := colly.NewCollector(colly.AllowURLRevisit())
+		c.WithTransport(srv.Transport())
+		first := adaptive.Attach(c, adaptive.WithRobots(false))
+		second, err := adaptive.New(adaptive.WithRobots(false))
+		require.NoError(t, err)
+		require.NoError(t, second.Attach(c))
+		require.NoError(t, second.Attach(c), "again: left as it is")
+		assert.Same(t, second, adaptive.ControllerOf(c))
+		require.NoError(t, c.Visit(srv.HostURL("a.test")+"/page/1"))
+		assert.Zero(t, first.Len(), "the first controller no longer sees requests")
+		snap, ok := second.Snapshot("a.test")
+		require.True(t, ok)
+		assert.Equal(t, uint64(1), snap.Counts[0])
+		assert.Equal(t, 1, srv.Stats("a.test").Requests)
+	})
+}
+
+// Attach reads Colly's unexported http.Client by reflection (Colly v2.3.0
+// has setters only). Against the version in go.mod the read works: the
+// collector's own transport is the one wrapped, and Err is nil.
+func TestAttachReadsCollyClient(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{}))
+		var through atomic.Int64
+		c := colly.NewCollector()
+		c.WithTransport(countingTransport{srv.Transport(), &through})
+		ctrl := adaptive.Attach(c, adaptive.WithRobots(false))
+		require.NoError(t, ctrl.Err(), "the read works on this Colly")
+		require.NoError(t, c.Visit(srv.HostURL("a.test")+"/page/1"))
+		assert.Equal(t, int64(1), through.Load(), "through the collector's own transport")
+		snap, ok := ctrl.Snapshot("a.test")
+		require.True(t, ok, "and through the controller")
+		assert.Equal(t, uint64(1), snap.Counts[0])
+	})
+}
+
+// A collector without an HTTP client (not made by NewCollector, or
+// SetClient(nil)) or none at all: Attach says so through Err, never
+// panics, and attaches nothing.
+func TestAttachWithoutClient(t *testing.T) {
+	for name, c := range map[string]*colly.Collector{
+		"zero Collector": {},
+		"nil":            nil,
+		"SetClient(nil)": func() *colly.Collector { c := colly.NewCollector(); c.SetClient(nil); return c }(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			var ctrl *adaptive.Controller
+			require.NotPanics(t, func() { ctrl = adaptive.Attach(c) })
+			assert.ErrorIs(t, ctrl.Err(), adaptive.ErrAttach)
+			assert.Nil(t, adaptive.ControllerOf(c))
+			assert.ErrorIs(t, ctrl.Attach(c), adaptive.ErrAttach)
+		})
+	}
+}
+
+type countingTransport struct {
+	next http.RoundTripper
+	n    *atomic.Int64
+}
+
+func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.next.RoundTrip(r)
+}

@@ -1,0 +1,211 @@
+package adaptive_test
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/colly-polite/polite/adaptive"
+)
+
+// A claim takes the scope's next send slot without waiting; the next
+// acquire on the scope uses it at once; Release after that does nothing,
+// and Release of an unused claim gives the slot back.
+func TestClaim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctrl, err := adaptive.New(adaptive.WithDefault(adaptive.Rule{Rate: 1, InitialRate: 1}))
+		require.NoError(t, err)
+		req, _ := http.NewRequest("GET", "http://a.test/", nil)
+		ctx := context.Background()
+
+		cl, w, err := ctrl.Claim(req)
+		require.NoError(t, err)
+		require.True(t, cl.Held(), "the scope can send now")
+		assert.Zero(t, w)
+		_, w, err = ctrl.Claim(req)
+		require.NoError(t, err)
+		assert.WithinDuration(t, time.Now().Add(time.Second), w.Until, 10*time.Millisecond, "the pacer's next send")
+
+		start := time.Now()
+		p, err := ctrl.Acquire(ctx, req)
+		require.NoError(t, err)
+		assert.Zero(t, time.Since(start), "the claimed slot, at once")
+		cl.Release() // used: nothing happens
+		snap, _ := ctrl.Snapshot("a.test")
+		assert.Equal(t, 1, snap.InFlight)
+		p.Record(&http.Response{StatusCode: 200, Header: http.Header{}}, nil)
+
+		time.Sleep(time.Second)
+		cl, _, _ = ctrl.Claim(req)
+		require.True(t, cl.Held())
+		snap, _ = ctrl.Snapshot("a.test")
+		assert.Equal(t, 1, snap.InFlight, "a claim holds a slot")
+		cl.Release()
+		cl.Release()
+		snap, _ = ctrl.Snapshot("a.test")
+		assert.Zero(t, snap.InFlight, "given back, once")
+	})
+}
+
+// A claim never sends into a pause: if the scope is paused after the
+// claim, the request waits for the pause like any other.
+func TestClaimHonoursLaterPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctrl, err := adaptive.New()
+		require.NoError(t, err)
+		req, _ := http.NewRequest("GET", "http://a.test/", nil)
+		ctx := context.Background()
+		p, err := ctrl.Acquire(ctx, req)
+		require.NoError(t, err)
+		_, w, _ := ctrl.Claim(req)
+		time.Sleep(time.Until(w.Until)) // the pacer's next send
+		cl, _, _ := ctrl.Claim(req)
+		require.True(t, cl.Held())
+		h := http.Header{}
+		h.Set("Retry-After", "5")
+		p.Record(&http.Response{StatusCode: 429, Header: h}, nil) // pauses the scope 5 s
+		start := time.Now()
+		p, err = ctrl.Acquire(ctx, req)
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, time.Since(start), 5*time.Second, "waited for the pause")
+		p.Drop()
+		cl.Release()
+		snap, _ := ctrl.Snapshot("a.test")
+		assert.Zero(t, snap.InFlight)
+		_, w, err = ctrl.Claim(req)
+		require.NoError(t, err)
+		assert.False(t, w.Release || w.Probe)
+	})
+}
+
+// What a scope that cannot be claimed waits for: a free slot (Notify says
+// when one is), robots.txt (a probe first), or a refusal.
+func TestClaimWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctrl, err := adaptive.New(adaptive.WithDefault(adaptive.Rule{InitialRate: 1000, StartConcurrency: 1, MaxConcurrency: 1}))
+		require.NoError(t, err)
+		var heard atomic.Int64
+		stop := ctrl.Notify(func(scope string) {
+			if scope == "a.test" {
+				heard.Add(1)
+			}
+		})
+		req, _ := http.NewRequest("GET", "http://a.test/", nil)
+		p, err := ctrl.Acquire(context.Background(), req)
+		require.NoError(t, err)
+		cl, w, err := ctrl.Claim(req)
+		require.NoError(t, err)
+		assert.False(t, cl.Held())
+		assert.True(t, w.Release, "the one slot is taken")
+		p.Record(&http.Response{StatusCode: 200, Header: http.Header{}}, nil)
+		assert.Equal(t, int64(1), heard.Load(), "told when it ends")
+		stop()
+		p, _ = ctrl.Acquire(context.Background(), req)
+		p.Drop()
+		assert.Equal(t, int64(1), heard.Load(), "stopped")
+
+		robots, err := adaptive.New(adaptive.WithRobots(true))
+		require.NoError(t, err)
+		_, w, err = robots.Claim(req)
+		require.NoError(t, err)
+		assert.True(t, w.Probe, "robots.txt unknown: one request first")
+
+		_, _, err = ctrl.Claim(&http.Request{})
+		assert.Error(t, err, "no URL")
+	})
+}
+
+// leaseStore counts the fleet's leases taken and given back.
+type leaseStore struct {
+	adaptive.MemoryStore
+	taken, back atomic.Int64
+}
+
+func (s *leaseStore) Acquire(ctx context.Context, a adaptive.Acquisition) (adaptive.Grant, error) {
+	g, err := s.MemoryStore.Acquire(ctx, a)
+	if g.Lease != "" {
+		s.taken.Add(1)
+	}
+	return g, err
+}
+
+func (s *leaseStore) Release(ctx context.Context, r adaptive.Release) (adaptive.Settlement, error) {
+	if r.Lease != "" {
+		s.back.Add(1)
+	}
+	return s.MemoryStore.Release(ctx, r)
+}
+
+// With a Store, a claim holds this process's slot only: Claim does no I/O.
+// The fleet's lease and its schedule's slot are taken when the claimed
+// request is sent, as for any request; while the fleet's concurrency is in
+// use elsewhere, the claimed request waits for it (its local slot given
+// back meanwhile) and never sends past the fleet.
+func TestClaimWithStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &leaseStore{}
+		rule := adaptive.WithDefault(adaptive.Rule{InitialRate: 1000, StartConcurrency: 1, MaxConcurrency: 1})
+		a, err := adaptive.New(rule, adaptive.WithStore(store))
+		require.NoError(t, err)
+		b, err := adaptive.New(rule, adaptive.WithStore(store))
+		require.NoError(t, err)
+		req, _ := http.NewRequest("GET", "http://a.test/", nil)
+		ctx := context.Background()
+
+		held, err := b.Acquire(ctx, req) // the fleet's one slot, in the other process
+		require.NoError(t, err)
+		require.Equal(t, int64(1), store.taken.Load())
+
+		cl, _, err := a.Claim(req)
+		require.NoError(t, err)
+		require.True(t, cl.Held(), "this process's slot is free: Claim does not ask the store")
+		assert.Equal(t, int64(1), store.taken.Load(), "Claim took no lease")
+
+		var p adaptive.Permit
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			p, err = a.Acquire(ctx, req)
+		}()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatal("the claimed request went past the fleet's limit")
+		default:
+		}
+		held.Record(&http.Response{StatusCode: 200, Header: http.Header{}}, nil)
+		<-done
+		require.NoError(t, err)
+		assert.Equal(t, int64(2), store.taken.Load(), "the claimed request took the fleet's lease when sent")
+		snap, _ := a.Snapshot("a.test")
+		assert.Equal(t, 1, snap.InFlight)
+		p.Record(&http.Response{StatusCode: 200, Header: http.Header{}}, nil)
+		cl.Release() // used or given back: nothing left to release
+		snap, _ = a.Snapshot("a.test")
+		assert.Zero(t, snap.InFlight)
+		assert.Equal(t, store.taken.Load(), store.back.Load(), "every lease given back")
+
+		// a claim used at once, the fleet free: one lease, given back
+		time.Sleep(time.Second)
+		cl, _, err = a.Claim(req)
+		require.NoError(t, err)
+		require.True(t, cl.Held())
+		start := time.Now()
+		p, err = a.Acquire(ctx, req)
+		require.NoError(t, err)
+		assert.Zero(t, time.Since(start), "no wait: the fleet's slot is free and its schedule due")
+		p.Record(&http.Response{StatusCode: 200, Header: http.Header{}}, nil)
+		cl.Release()
+		assert.Equal(t, int64(3), store.taken.Load())
+		assert.Equal(t, store.taken.Load(), store.back.Load())
+		require.NoError(t, a.Close())
+		require.NoError(t, b.Close())
+	})
+}

@@ -1,0 +1,97 @@
+package adaptive
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The read of Colly's unexported client works on the version in go.mod:
+// it is the client Colly's own setters change.
+func TestCollyLayout(t *testing.T) {
+	c := colly.NewCollector()
+	rt := &http.Transport{}
+	c.WithTransport(rt)
+	c.SetRequestTimeout(3 * time.Second)
+	client, err := collyClient(c)
+	require.NoError(t, err, "Colly's layout changed: update collyClient (and the version in go.mod)")
+	require.NotNil(t, client)
+	assert.Same(t, rt, client.Transport)
+	assert.Equal(t, 3*time.Second, client.Timeout)
+	assert.Same(t, client, collyClientOf(t, c.Clone()), "a clone shares the client")
+}
+
+func collyClientOf(t *testing.T, c *colly.Collector) *http.Client {
+	client, err := collyClient(c)
+	require.NoError(t, err)
+	return client
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Should Colly's layout change, the read fails loudly: an error in Err
+// wrapping ErrAttach, a log line, and the controller still in front of a
+// transport (http.DefaultTransport, the collector's own being unknown).
+// WithBaseTransport names the transport to wrap: then nothing is lost.
+func TestAttachLayoutChangedIsLoud(t *testing.T) {
+	broken := func(*colly.Collector) (*http.Client, error) { return nil, errCollyLayout }
+	t.Run("loud", func(t *testing.T) {
+		var log syncBuffer
+		c := colly.NewCollector()
+		ctrl := attach(c, []Option{WithLogger(slog.New(slog.NewTextHandler(&log, nil)))}, broken)
+		require.ErrorIs(t, ctrl.Err(), ErrAttach)
+		assert.Contains(t, ctrl.Err().Error(), "WithBaseTransport")
+		assert.Contains(t, log.String(), "Colly's layout")
+		tr, ok := collyClientOf(t, c).Transport.(*Transport)
+		require.True(t, ok, "still polite")
+		assert.Same(t, ctrl, tr.c)
+		assert.Equal(t, http.DefaultTransport, tr.next)
+		assert.Equal(t, collyDefaultTimeout, tr.attemptTimeout)
+	})
+	t.Run("WithBaseTransport", func(t *testing.T) {
+		base := &http.Transport{}
+		c := colly.NewCollector()
+		ctrl := attach(c, []Option{WithBaseTransport(base)}, broken)
+		require.NoError(t, ctrl.Err())
+		tr := collyClientOf(t, c).Transport.(*Transport)
+		assert.Same(t, base, tr.next)
+	})
+}
+
+// ctrl.Attach replacing another controller keeps the collector's timeout,
+// which the first Attach moved into its transport.
+func TestAttachReplaceKeepsTimeout(t *testing.T) {
+	c := colly.NewCollector()
+	c.SetRequestTimeout(7 * time.Second)
+	Attach(c)
+	second, err := New()
+	require.NoError(t, err)
+	require.NoError(t, second.Attach(c))
+	tr := collyClientOf(t, c).Transport.(*Transport)
+	assert.Same(t, second, tr.c)
+	assert.Equal(t, 7*time.Second, tr.attemptTimeout)
+	_, nested := tr.next.(*Transport)
+	assert.False(t, nested, "no controller inside a controller")
+}

@@ -1,0 +1,508 @@
+package adaptive
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/colly-polite/polite/adaptive/internal/law"
+	"github.com/colly-polite/polite/classify"
+)
+
+// The decision log. Every step of a scope (an acquire, a record, a shared
+// pause adopted, an Unpark) compares what the law, the pacer and the gate
+// show before and after it, and says each change with its cause: one slog
+// record per change, so that one scope's lines tell its whole story. It
+// reads only what they show (the law's accessors, the pacer's ceilings, the
+// gate's fields): whatever the law's internals, a change is seen.
+//
+// With no logger, or one that takes nothing at Info, a step costs two
+// comparisons (the pause accounting, which the metrics need anyway) and
+// allocates nothing.
+
+// view is what the decision log compares: the visible state of one scope.
+// Taken under scope.mu.
+type view struct {
+	phase       law.Phase
+	ceiling     Reason // the ceiling that binds (ReasonNone: none)
+	reason      Reason // of the gate's last pause
+	breaker     BreakerState
+	parked      bool
+	inflight    int32
+	waiting     int32
+	estimate    float64
+	lawRate     float64 // the law's rate, before ceilings
+	rate        float64 // the rate in force
+	limit       float64
+	ceilingRate float64
+	robots      float64 // Crawl-delay ceiling, req/s
+	quota       float64 // quota-header ceiling, req/s
+	pausedUntil time.Duration
+	parkedUntil time.Duration
+	held        time.Duration
+}
+
+func (s *scope) view() view {
+	k := &s.core
+	v := view{
+		phase: k.law.Phase(), reason: k.gate.reason, breaker: k.gate.breaker, parked: k.gate.parked,
+		inflight: k.inflight, waiting: int32(len(s.line)),
+		estimate: k.law.Estimate(), lawRate: k.law.Rate(), rate: k.pace.rate(), limit: k.law.Limit(),
+		robots: k.pace.robots, quota: k.pace.quota,
+		pausedUntil: k.gate.pausedUntil, parkedUntil: k.gate.parkedUntil, held: k.law.HeldUntil(),
+	}
+	v.ceiling, v.ceilingRate = s.binding()
+	return v
+}
+
+// binding is the ceiling that binds the rate in force and its value:
+// ReasonRate for the configured ceiling (Rule.Rate or Rule.MinGap, the
+// stricter), ReasonCrawlDelay, ReasonQuota, or ReasonNone when the law's
+// own rate is below every ceiling.
+func (s *scope) binding() (Reason, float64) {
+	p := &s.core.pace
+	switch p.why {
+	case ReasonCrawlDelay:
+		return ReasonCrawlDelay, p.robots
+	case ReasonQuota:
+		return ReasonQuota, p.quota
+	}
+	// the pacer says ReasonRate both when the configured rate binds and
+	// when nothing does
+	r := s.core.rule.Rate
+	if g := s.core.rule.gapRate; g > 0 && (r == 0 || g < r) {
+		r = g
+	}
+	if r > 0 && p.rate() >= r {
+		return ReasonRate, r
+	}
+	return ReasonNone, 0
+}
+
+// ceilingName names a binding ceiling in logs and metrics.
+func ceilingName(r Reason) string {
+	switch r {
+	case ReasonRate:
+		return "configured"
+	case ReasonNone:
+		return "none"
+	}
+	return r.String()
+}
+
+// step is one step of a scope, between begin and end, under scope.mu.
+type step struct {
+	now   time.Duration
+	until time.Duration // the gate's pausedUntil at begin
+	tale  *tale         // what the log needs; nil when it is off
+}
+
+// tale is what a step tells the log. Allocated only when the logger takes
+// Info.
+type tale struct {
+	debug         bool
+	before, after view
+	// a pause that had ended by begin (its end is only seen then); without
+	// one, pauseFrom is the start of the pause in force, if any
+	resumed            bool
+	pauseFrom, pauseTo time.Duration
+	pauseWhy           Reason
+	crawlDelay         time.Duration // the Crawl-delay applied in this step
+}
+
+// logLevels reports whether the logger takes Info and Debug records.
+func (c *Controller) logLevels() (info, debug bool) {
+	l := c.st.Logger
+	if l == nil {
+		return false, false
+	}
+	ctx := context.Background()
+	if !l.Enabled(ctx, slog.LevelInfo) {
+		return false, false
+	}
+	return true, l.Enabled(ctx, slog.LevelDebug)
+}
+
+// begin starts a step at now: it settles a pause that has ended and, when
+// the log is on, takes the view before. Called with mu held. (Small enough
+// to inline: the log's work is in tell.)
+func (s *scope) begin(c *Controller, now time.Duration) step {
+	sp := step{now: now}
+	from, to, ended := s.settlePause(now)
+	sp.until = s.core.gate.pausedUntil
+	if c.st.Logger != nil {
+		s.tell(c, &sp, from, to, ended)
+	}
+	return sp
+}
+
+// tell starts the tale of step sp when the logger takes Info.
+func (s *scope) tell(c *Controller, sp *step, from, to time.Duration, ended bool) {
+	info, debug := c.logLevels()
+	if !info {
+		return
+	}
+	if !ended {
+		from = s.pauseStart // of the pause in force, if any
+	}
+	sp.tale = &tale{debug: debug, before: s.view(), resumed: ended, pauseFrom: from, pauseTo: to, pauseWhy: s.core.gate.reason}
+}
+
+// end ends a step: it accounts for a pause that moved and, when the log is
+// on, takes the view after. Called with mu held.
+func (s *scope) end(sp *step) {
+	s.notePause(sp.now, sp.until)
+	if sp.tale != nil {
+		sp.tale.after = s.view()
+	}
+}
+
+// Pause accounting, for Snapshot.PausedTotal and the metrics: pausedPast is
+// the time paused before pauseStart; the pause in force runs from
+// pauseStart to the gate's pausedUntil.
+
+// settlePause folds a pause that ended by now into pausedPast and returns
+// it. Called with mu held.
+func (s *scope) settlePause(now time.Duration) (from, to time.Duration, ended bool) {
+	u := s.core.gate.pausedUntil
+	if s.pauseStart < u && u <= now {
+		from = s.pauseStart
+		s.pausedPast += u - from
+		s.pauseStart = u
+		return from, u, true
+	}
+	return 0, 0, false
+}
+
+// notePause accounts for a step that moved the gate's deadline from
+// before: what was served of the old pause is folded, and the new one
+// starts at now (an extension too: it continues at now).
+func (s *scope) notePause(now, before time.Duration) {
+	if s.core.gate.pausedUntil == before {
+		return
+	}
+	s.pausedPast += max(min(now, before)-s.pauseStart, 0)
+	s.pauseStart = now
+}
+
+// pausedTotal is the time the scope has spent paused, at now.
+func (s *scope) pausedTotal(now time.Duration) time.Duration {
+	return s.pausedPast + max(min(now, s.core.gate.pausedUntil)-s.pauseStart, 0)
+}
+
+// Kinds of step.
+const (
+	opAcquire = iota
+	opRecord
+	opAdopt
+	opUnpark
+	opCreate
+	opClaim // Controller.Claim: a slot taken ahead of its request
+)
+
+// cue is what a step was, for the causes of what changed.
+type cue struct {
+	op         uint8
+	granted    bool
+	claimed    bool // granted a slot that Claim took
+	class      classify.Class
+	status     int
+	decreased  bool
+	cut        law.Cut // how the law cut the rate, as it says
+	retryAfter time.Duration
+	rtt, wait  time.Duration
+}
+
+// entry is one record of the decision log.
+type entry struct {
+	level      slog.Level
+	event      string
+	cause      string
+	at         time.Duration
+	before     bool // the state attributes are those before the step
+	was        float64
+	hasWas     bool
+	from       string // the phase before
+	status     int
+	until      time.Duration
+	hasUntil   bool
+	pause      time.Duration
+	retryAfter time.Duration
+	rtt, wait  time.Duration
+	crawlDelay time.Duration
+}
+
+// narrate appends to out the lines that the step tells: each change
+// between the views, with its cause, in the order a reader follows.
+func (t *tale) narrate(out []entry, now time.Duration, q *cue) []entry {
+	b, a := &t.before, &t.after
+	info, debug := slog.LevelInfo, slog.LevelDebug
+	if t.resumed {
+		out = append(out, entry{level: info, event: "resume", cause: t.pauseWhy.String(), at: t.pauseTo, before: true, pause: t.pauseTo - t.pauseFrom})
+	}
+	if t.debug {
+		switch {
+		case q.op == opCreate:
+			out = append(out, entry{level: debug, event: "start", cause: "new-scope", at: now})
+		case q.op == opAcquire && q.granted:
+			cause := "granted"
+			if q.claimed {
+				cause = "claimed"
+			}
+			out = append(out, entry{level: debug, event: "send", cause: cause, at: now, wait: q.wait})
+		case q.op == opClaim && q.granted:
+			out = append(out, entry{level: debug, event: "claim", cause: "granted", at: now})
+		case q.op == opRecord:
+			out = append(out, entry{level: debug, event: "response", cause: q.class.String(), at: now, status: q.status, rtt: q.rtt})
+		}
+	}
+	if a.robots != b.robots {
+		out = append(out, entry{level: info, event: "robots", cause: "crawl-delay", at: now, crawlDelay: t.crawlDelay, was: b.robots, hasWas: true})
+	}
+	if a.quota != b.quota {
+		l := entry{level: debug, event: "quota", cause: "headers", at: now, was: b.quota, hasWas: true}
+		if b.quota == 0 {
+			l.level = info
+		}
+		if q.op == opCreate {
+			l.cause = "remembered"
+		}
+		out = append(out, l)
+	}
+	out = t.signal(out, now, q)
+	if a.pausedUntil > b.pausedUntil && a.pausedUntil > now {
+		l := entry{level: info, event: "pause", cause: a.reason.String(), at: now, until: a.pausedUntil, hasUntil: true, pause: a.pausedUntil - now}
+		if b.pausedUntil > now {
+			l.event = "pause-extended"
+		}
+		if q.op == opAdopt {
+			l.cause += ":shared"
+		}
+		out = append(out, l)
+	} else if a.pausedUntil < b.pausedUntil && b.pausedUntil > now {
+		out = append(out, entry{level: info, event: "resume", cause: "unpark", at: now, pause: now - t.pauseFrom})
+	}
+	if a.breaker != b.breaker {
+		l := entry{level: info, event: "breaker-" + a.breaker.String(), at: now}
+		switch a.breaker {
+		case BreakerOpen:
+			l.cause = q.class.String()
+		case BreakerHalfOpen:
+			l.cause = "cooldown-ended"
+		default:
+			l.cause = "probe-succeeded"
+		}
+		out = append(out, l)
+	}
+	if a.parked != b.parked {
+		if a.parked {
+			l := entry{level: info, event: "parked", cause: "blocked", at: now}
+			if a.parkedUntil != 0 {
+				l.until, l.hasUntil = a.parkedUntil, true
+			}
+			out = append(out, l)
+		} else {
+			cause := "expired"
+			if q.op == opUnpark {
+				cause = "unpark"
+			}
+			out = append(out, entry{level: info, event: "unparked", cause: cause, at: now})
+		}
+	}
+	if a.held > b.held && a.held > now {
+		out = append(out, entry{level: info, event: "hold", cause: q.class.String(), at: now, until: a.held, hasUntil: true})
+	} else if a.held < b.held && b.held > now {
+		out = append(out, entry{level: info, event: "hold-lifted", cause: "resumed", at: now})
+	}
+	out = t.search(out, now, q)
+	if a.ceiling != b.ceiling {
+		if a.ceiling != ReasonNone {
+			out = append(out, entry{level: info, event: "ceiling", cause: ceilingName(a.ceiling), at: now, was: b.ceilingRate, hasWas: true})
+		} else {
+			out = append(out, entry{level: info, event: "ceiling-lifted", cause: ceilingName(b.ceiling), at: now, was: b.ceilingRate, hasWas: true})
+		}
+	} else if a.ceilingRate != b.ceilingRate {
+		out = append(out, entry{level: debug, event: "ceiling", cause: ceilingName(a.ceiling), at: now, was: b.ceilingRate, hasWas: true})
+	}
+	return out
+}
+
+// signal tells a throttle, an overload, a transport failure or a block:
+// the decrease it caused, or the signal alone.
+func (t *tale) signal(out []entry, now time.Duration, q *cue) []entry {
+	if q.op != opRecord || (!q.class.Signal() && q.class != classify.Blocked) {
+		return out
+	}
+	b, a := &t.before, &t.after
+	l := entry{level: slog.LevelInfo, event: q.class.String(), at: now, status: q.status, retryAfter: q.retryAfter}
+	switch {
+	case q.decreased && q.class == classify.Throttled:
+		// the law says how it cut the rate: the first throttle ends slow
+		// start, one for a send above the estimate is a failed probe (the
+		// estimate stands, whatever the phase is by the time it arrives),
+		// an accepted rate far under the estimate is a drop, the rest is a
+		// step down (a large one after throttles in a row)
+		l.event, l.cause, l.was, l.hasWas = "decrease:throttled", q.cut.String(), b.estimate, true
+	case q.decreased:
+		// an overload or a transport failure cuts the concurrency limit
+		// and, when it is fresh for the rate too, the rate (Little's law):
+		// one line each
+		class := "decrease:" + q.class.String()
+		if a.limit < b.limit || q.cut == law.NoCut {
+			out = append(out, entry{level: l.level, event: class, cause: "limit-cut", at: now, status: q.status,
+				retryAfter: q.retryAfter, was: b.limit, hasWas: true})
+		}
+		if q.cut == law.NoCut {
+			return out
+		}
+		l.event, l.cause, l.was, l.hasWas = class, q.cut.String(), b.estimate, true
+	case q.class == classify.Blocked:
+		l.cause = "block"
+	default:
+		// the law kept its state: a signal for a request sent before the
+		// last decrease, the tail of a burst already answered
+		l.level, l.cause = slog.LevelDebug, "tail"
+	}
+	return append(out, l)
+}
+
+// search tells the moves of the law that no signal caused: slow-start
+// steps, probes, increases of the limit, and any other change of phase,
+// estimate or rate.
+func (t *tale) search(out []entry, now time.Duration, q *cue) []entry {
+	b, a := &t.before, &t.after
+	info := slog.LevelInfo
+	explained := q.decreased
+	bp, ap := b.phase, a.phase
+	switch {
+	case q.decreased:
+	case q.op == opAdopt:
+		// the fleet's law, adopted: another process decided it
+		if bp != ap || a.estimate != b.estimate || a.lawRate != b.lawRate {
+			l := entry{level: info, event: "adopt", cause: "fleet", at: now, was: b.estimate, hasWas: true}
+			if bp != ap {
+				l.from = bp.String()
+			}
+			out = append(out, l)
+		}
+		explained = true
+	case b.estimate == 0 && a.estimate > 0:
+		// Seed: a known capacity, no slow start
+		cause := "quota-policy" // an honest RateLimit-Policy
+		if q.op == opCreate {
+			cause = "remembered" // an evicted scope's, or ImportEstimates
+		}
+		out = append(out, entry{level: info, event: "estimate", cause: cause, at: now, was: 0, hasWas: true})
+		explained = true
+	case bp != law.Probing && ap == law.Probing:
+		out = append(out, entry{level: info, event: "probe-start", cause: "probe-due", at: now, was: b.estimate, hasWas: true})
+		explained = true
+	case bp == law.Probing && ap != law.Probing && a.estimate > b.estimate:
+		out = append(out, entry{level: info, event: "probe-success", cause: "probe-held", at: now, was: b.estimate, hasWas: true})
+		explained = true
+	case bp == law.Probing && ap != law.Probing:
+		cause := "not-busy"
+		if q.op == opUnpark {
+			cause = "unpark"
+		}
+		out = append(out, entry{level: info, event: "probe-end", cause: cause, at: now, was: b.estimate, hasWas: true})
+		explained = true
+	case bp != ap:
+		out = append(out, entry{level: info, event: "phase", cause: "law", at: now, from: bp.String()})
+		explained = true
+	case ap == law.SlowStart && a.lawRate > b.lawRate:
+		out = append(out, entry{level: info, event: "increase", cause: "slow-start-step", at: now, was: b.lawRate, hasWas: true})
+		explained = true
+	}
+	if !explained && a.estimate != b.estimate {
+		out = append(out, entry{level: info, event: "estimate", cause: "law", at: now, was: b.estimate, hasWas: true})
+		explained = true
+	}
+	if !explained && a.lawRate != b.lawRate {
+		out = append(out, entry{level: info, event: "rate", cause: "law", at: now, was: b.lawRate, hasWas: true})
+	}
+	if lb, la := int(b.limit), int(a.limit); la != lb && !(q.decreased && q.class != classify.Throttled) {
+		// additive increase steps are per-request detail
+		l := entry{level: slog.LevelDebug, event: "increase", cause: "additive", at: now, was: b.limit, hasWas: true}
+		if la < lb {
+			l.level, l.event, l.cause = info, "limit", "law"
+			switch {
+			case q.op == opAdopt:
+				l.cause = "fleet" // a decrease another process decided
+			case q.op == opRecord && q.class == classify.Success:
+				// the only cut a success makes: round trips over the
+				// unloaded one, the server queueing
+				l.cause = "latency-knee"
+			}
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// tell writes the lines of step sp of the scope key to the log. Call it
+// without any lock held, and only when sp.tale is set.
+func (c *Controller) tell(key string, sp *step, q *cue) {
+	var buf [16]entry
+	for _, l := range sp.tale.narrate(buf[:0], sp.now, q) {
+		v := &sp.tale.after
+		if l.before {
+			v = &sp.tale.before
+		}
+		c.logLine(key, v, &l)
+	}
+}
+
+// logLine writes one record: the time on the controller's clock, the
+// scope, the event and its cause, the state (phase, rate in force, limit,
+// in flight, estimate, binding ceiling) and what the event adds.
+func (c *Controller) logLine(key string, v *view, l *entry) {
+	attrs := make([]slog.Attr, 0, 20)
+	attrs = append(attrs,
+		slog.Time("t", c.at(l.at)), slog.String("scope", key),
+		slog.String("event", l.event), slog.String("cause", l.cause),
+		slog.String("phase", v.phase.String()), slog.Float64("rate", round(v.rate)),
+		slog.Float64("limit", round(v.limit)), slog.Int("inflight", int(v.inflight)),
+		slog.Float64("estimate", round(v.estimate)), slog.String("ceiling", ceilingName(v.ceiling)))
+	if v.ceiling != ReasonNone {
+		attrs = append(attrs, slog.Float64("ceiling_rate", round(v.ceilingRate)))
+	}
+	if l.hasWas {
+		attrs = append(attrs, slog.Float64("was", round(l.was)))
+	}
+	if l.from != "" {
+		attrs = append(attrs, slog.String("from", l.from))
+	}
+	if l.status != 0 {
+		attrs = append(attrs, slog.Int("status", l.status))
+	}
+	if l.retryAfter != 0 {
+		attrs = append(attrs, slog.Duration("retry_after", l.retryAfter))
+	}
+	if l.pause != 0 {
+		attrs = append(attrs, slog.Duration("pause", l.pause))
+	}
+	if l.hasUntil {
+		attrs = append(attrs, slog.Time("until", c.at(l.until)))
+	}
+	if l.rtt != 0 {
+		attrs = append(attrs, slog.Duration("rtt", l.rtt))
+	}
+	if l.event == "send" {
+		attrs = append(attrs, slog.Duration("wait", l.wait), slog.Int("waiting", int(v.waiting)))
+	}
+	if l.crawlDelay != 0 {
+		attrs = append(attrs, slog.Duration("crawl_delay", l.crawlDelay))
+	}
+	c.st.Logger.LogAttrs(context.Background(), l.level, "adaptive", attrs...)
+}
+
+// round keeps four significant digits, enough to read a log at a glance.
+func round(x float64) float64 {
+	if x == 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+		return x
+	}
+	p := math.Pow(10, 3-math.Floor(math.Log10(math.Abs(x))))
+	return math.Round(x*p) / p
+}

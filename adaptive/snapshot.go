@@ -1,0 +1,293 @@
+package adaptive
+
+import (
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/colly-polite/polite/classify"
+)
+
+// Snapshot is the state of one scope at one instant, and what it has
+// counted since it was created.
+type Snapshot struct {
+	Scope    string
+	Created  time.Time // when the scope was created (a scope evicted and used again is a new one)
+	Phase    string    // where the law's rate search stands: "slow-start", "steady", "probing"
+	Limit    float64   // concurrency limit
+	InFlight int
+	Waiting  int
+	Rate     float64 // pacing rate in force, req/s
+	Estimate float64 // capacity estimate, req/s (0: not yet measured)
+	// Ceiling is the ceiling that binds Rate: ReasonRate (the rule's
+	// configured Rate or MinGap), ReasonCrawlDelay (robots.txt) or
+	// ReasonQuota (quota headers); ReasonNone when the law's own rate is
+	// below all of them. (WithGlobalRate's controller-wide schedule is not
+	// a scope's ceiling: it is not shown here.)
+	Ceiling     Reason
+	CeilingRate float64 // the binding ceiling's value, req/s (0 with ReasonNone)
+	PausedUntil time.Time
+	PauseReason Reason // ReasonNone once the pause has ended
+	Breaker     BreakerState
+	Parked      bool
+	RTT         time.Duration // smoothed round trip to the response headers
+	// Counts are the outcomes recorded, by class.
+	Counts map[classify.Class]uint64
+	// Statuses are the responses by status code: 200, 301, 302, 304, 403,
+	// 404, 429, 500, 502, 503 and 504 one by one, every other code under
+	// StatusOther.
+	Statuses map[int]uint64
+	// Retries is the number of attempts after the first of a request.
+	Retries uint64
+	// PausedTotal is the time the scope has spent paused (Retry-After,
+	// backoff, quota, breaker) since it was created.
+	PausedTotal time.Duration
+	// ThrottledRatio is throttled / (throttled + success).
+	ThrottledRatio float64
+}
+
+// statusCodes are the status codes a scope counts one by one
+// (Snapshot.Statuses): a fixed array, 4 bytes per code per scope.
+var statusCodes = [...]int{200, 301, 302, 304, 403, 404, 429, 500, 502, 503, 504}
+
+// StatusOther is the key of Snapshot.Statuses under which every code
+// without a count of its own is counted (a response always has a code, so
+// 0 is free).
+const StatusOther = 0
+
+// statusSlots: one per code of statusCodes, and the other codes.
+const statusSlots = len(statusCodes) + 1
+
+// statusSlot is the index of code in a scope's counts.
+func statusSlot(code int) int {
+	for i, c := range statusCodes {
+		if c == code {
+			return i
+		}
+	}
+	return len(statusCodes)
+}
+
+// statusKey is the Statuses key of slot i.
+func statusKey(i int) int {
+	if i < len(statusCodes) {
+		return statusCodes[i]
+	}
+	return StatusOther
+}
+
+// Snapshot returns the state of one scope.
+func (c *Controller) Snapshot(scopeKey string) (Snapshot, bool) {
+	c.mu.RLock()
+	s := c.scopes[scopeKey]
+	c.mu.RUnlock()
+	if s == nil {
+		return Snapshot{}, false
+	}
+	return s.snapshot(c, scopeKey), true
+}
+
+// Snapshots returns the state of every live scope, sorted by key.
+func (c *Controller) Snapshots() []Snapshot {
+	list, _, _ := c.live(false)
+	return c.snapshots(list)
+}
+
+type keyed struct {
+	key string
+	s   *scope
+}
+
+// live lists the live scopes and, if evicted, the totals of the evicted
+// ones, both under one read of the map: a scope is in one or the other. at
+// is the time of that read: every scope created before it is listed (or
+// evicted), none created after it.
+func (c *Controller) live(evicted bool) (list []keyed, t Totals, at time.Time) {
+	c.mu.RLock()
+	at = c.at(c.now())
+	list = make([]keyed, 0, len(c.scopes))
+	for k, s := range c.scopes {
+		list = append(list, keyed{k, s})
+	}
+	if evicted {
+		t = c.gone.totals()
+	}
+	c.mu.RUnlock()
+	return list, t, at
+}
+
+func (c *Controller) snapshots(list []keyed) []Snapshot {
+	out := make([]Snapshot, 0, len(list))
+	for _, ks := range list {
+		out = append(out, ks.s.snapshot(c, ks.key))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Scope < out[j].Scope })
+	return out
+}
+
+func (s *scope) snapshot(c *Controller, key string) Snapshot {
+	now := c.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := &s.core
+	snap := Snapshot{
+		Scope: key, Created: c.at(s.created), Phase: k.law.Phase().String(),
+		Limit: k.law.Limit(), InFlight: int(k.inflight), Waiting: len(s.line),
+		Rate: k.pace.rate(), Estimate: k.law.Estimate(), PauseReason: k.gate.reasonAt(now),
+		Breaker: k.gate.breaker, Parked: k.gate.parked, RTT: k.law.RTT(),
+		Counts: make(map[classify.Class]uint64), Statuses: make(map[int]uint64),
+		Retries: uint64(s.retries), PausedTotal: s.pausedTotal(now),
+	}
+	snap.Ceiling, snap.CeilingRate = s.binding()
+	if k.gate.pausedUntil != 0 {
+		snap.PausedUntil = c.at(k.gate.pausedUntil)
+	}
+	for i, n := range k.counts {
+		if n > 0 {
+			snap.Counts[classify.Class(i)] = uint64(n)
+		}
+	}
+	for i, n := range s.codes {
+		if n > 0 {
+			snap.Statuses[statusKey(i)] = uint64(n)
+		}
+	}
+	if t, ok := k.counts[classify.Throttled], k.counts[classify.Success]; t+ok > 0 {
+		snap.ThrottledRatio = float64(t) / float64(t+ok)
+	}
+	return snap
+}
+
+// Totals is what the scopes evicted so far counted, summed: the part of
+// the controller's counts that Snapshots no longer shows.
+type Totals struct {
+	Scopes      uint64 // scopes evicted
+	Counts      map[classify.Class]uint64
+	Statuses    map[int]uint64
+	Retries     uint64
+	PausedTotal time.Duration
+}
+
+// gone sums the counts of evicted scopes. Guarded by Controller.mu.
+type gone struct {
+	scopes  uint64
+	counts  [classCount]uint64
+	codes   [statusSlots]uint64
+	retries uint64
+	paused  time.Duration
+}
+
+// add folds an evicted scope in. Called with Controller.mu and s.mu held.
+func (g *gone) add(s *scope, now time.Duration) {
+	g.scopes++
+	for i, n := range s.core.counts {
+		g.counts[i] += uint64(n)
+	}
+	for i, n := range s.codes {
+		g.codes[i] += uint64(n)
+	}
+	g.retries += uint64(s.retries)
+	g.paused += s.pausedTotal(now)
+}
+
+func (g *gone) totals() Totals {
+	t := Totals{Scopes: g.scopes, Counts: map[classify.Class]uint64{}, Statuses: map[int]uint64{},
+		Retries: g.retries, PausedTotal: g.paused}
+	for i, n := range g.counts {
+		if n > 0 {
+			t.Counts[classify.Class(i)] = n
+		}
+	}
+	for i, n := range g.codes {
+		if n > 0 {
+			t.Statuses[statusKey(i)] = n
+		}
+	}
+	return t
+}
+
+// Report is everything a controller has counted, at one instant: what a
+// metrics exporter reads.
+type Report struct {
+	// Time is when the list of scopes was read: it holds every scope
+	// created (Snapshot.Created) before Time and not evicted, and none
+	// created after it.
+	Time time.Time
+	// Scopes are the live scopes, sorted by key.
+	Scopes []Snapshot
+	// Evicted sums the scopes evicted so far. Every scope is counted once,
+	// in Scopes or in Evicted (a scope evicted while the report is made is
+	// in Scopes, with all it counted), so a count summed over both never
+	// goes down from one report to the next.
+	Evicted Totals
+	// Waits is the distribution of polite waits.
+	Waits Waits
+	// Dropped are the events dropped because nobody read them, by class.
+	Dropped map[classify.Class]uint64
+}
+
+// Report returns everything the controller has counted.
+func (c *Controller) Report() Report {
+	list, ev, at := c.live(true)
+	r := Report{Time: at, Scopes: c.snapshots(list), Evicted: ev, Waits: c.waits.read(), Dropped: map[classify.Class]uint64{}}
+	for i := range c.streams.dropped {
+		if n := c.streams.dropped[i].Load(); n > 0 {
+			r.Dropped[classify.Class(i)] = n
+		}
+	}
+	return r
+}
+
+// waitBounds are the upper bounds of the buckets of Waits.
+var waitBounds = [...]time.Duration{0, time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond,
+	100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2500 * time.Millisecond,
+	5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute}
+
+// Waits is the distribution of the polite wait of every granted request:
+// from the moment it asked its scope for a slot (Acquire, or one attempt
+// of the transport) to the moment it got one.
+type Waits struct {
+	// Bounds are the buckets' upper bounds (inclusive), ascending: 0 (no
+	// wait at all), 1 ms, 10 ms, 50 ms, ... 2 min.
+	Bounds [len(waitBounds)]time.Duration
+	// Counts[i] is the number of waits in (Bounds[i-1], Bounds[i]]; the
+	// last, Counts[len(Bounds)], those longer than every bound.
+	Counts [len(waitBounds) + 1]uint64
+	Sum    time.Duration
+}
+
+// Count is the number of waits.
+func (w Waits) Count() uint64 {
+	var n uint64
+	for _, c := range w.Counts {
+		n += c
+	}
+	return n
+}
+
+// waits is the controller's histogram of polite waits: atomics only, so
+// that recording one takes no lock and allocates nothing.
+type waits struct {
+	counts [len(waitBounds) + 1]atomic.Uint64
+	sum    atomic.Int64 // nanoseconds
+}
+
+func (w *waits) observe(d time.Duration) {
+	i := 0
+	for i < len(waitBounds) && d > waitBounds[i] {
+		i++
+	}
+	w.counts[i].Add(1)
+	if d > 0 {
+		w.sum.Add(int64(d))
+	}
+}
+
+func (w *waits) read() Waits {
+	r := Waits{Bounds: waitBounds}
+	for i := range w.counts {
+		r.Counts[i] = w.counts[i].Load()
+	}
+	r.Sum = time.Duration(w.sum.Load())
+	return r
+}

@@ -1,0 +1,105 @@
+package adaptive_test
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/classify"
+)
+
+// record acquires a slot for url on c and records status with header h
+// (key, value pairs).
+func record(t *testing.T, c *adaptive.Controller, url string, status int, h ...string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	p, err := c.Acquire(context.Background(), req)
+	require.NoError(t, err)
+	resp := &http.Response{StatusCode: status, Header: http.Header{}}
+	for i := 0; i+1 < len(h); i += 2 {
+		resp.Header.Set(h[i], h[i+1])
+	}
+	p.Record(resp, nil)
+}
+
+// A snapshot counts per status code (the less common codes together), the
+// time paused, and which ceiling binds; the controller's histogram of
+// polite waits holds every granted request.
+func TestSnapshotCountsAndCeiling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		c, err := adaptive.New(adaptive.WithRate(1), adaptive.WithConfig(adaptive.Config{Jitter: -1}))
+		require.NoError(t, err)
+		for _, code := range []int{200, 200, 404, 418} {
+			record(t, c, "http://a.test/", code)
+		}
+		snap, _ := c.Snapshot("a.test")
+		assert.Equal(t, adaptive.ReasonRate, snap.Ceiling, "the configured rate binds")
+		assert.Equal(t, 1.0, snap.CeilingRate)
+		assert.Equal(t, "slow-start", snap.Phase)
+		record(t, c, "http://a.test/", 503)
+		snap, _ = c.Snapshot("a.test")
+		// law v2: a fresh overload cuts the rate too (Little's law)
+		assert.Equal(t, adaptive.ReasonNone, snap.Ceiling, "the overload cut the rate below the configured ceiling")
+		assert.Equal(t, "steady", snap.Phase)
+		record(t, c, "http://a.test/", 429, "Retry-After", "3")
+		time.Sleep(time.Second)
+		mid, _ := c.Snapshot("a.test")
+		time.Sleep(5 * time.Second)
+		snap, _ = c.Snapshot("a.test")
+		assert.Equal(t, map[int]uint64{200: 2, 404: 1, adaptive.StatusOther: 1, 503: 1, 429: 1}, snap.Statuses)
+		assert.Equal(t, time.Second, mid.PausedTotal, "a pause counts as it is served")
+		assert.Equal(t, 3*time.Second, snap.PausedTotal)
+		assert.Equal(t, start, snap.Created)
+		assert.Equal(t, adaptive.ReasonNone, snap.Ceiling, "the throttle cut the rate below the configured ceiling")
+		assert.Zero(t, snap.CeilingRate)
+		w := c.Report().Waits
+		assert.Equal(t, uint64(6), w.Count())
+		assert.Equal(t, uint64(1), w.Counts[0], "the first request did not wait")
+	})
+}
+
+// Report counts every scope once, live or evicted: the totals summed over
+// both stay the same across an eviction.
+func TestReportKeepsEvictedCounts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, err := adaptive.New(adaptive.WithConfig(adaptive.Config{IdleTTL: time.Minute, Jitter: -1}),
+			adaptive.WithDefault(adaptive.Rule{InitialRate: 1e9}))
+		require.NoError(t, err)
+		for i := range 10 {
+			host := "http://h" + strconv.Itoa(i) + ".test/"
+			record(t, c, host, 200)
+			record(t, c, host, 404)
+		}
+		record(t, c, "http://h0.test/", 429, "Retry-After", "2")
+		sum := func(r adaptive.Report) (ok, notFound, throttled uint64, paused time.Duration) {
+			ok, notFound, throttled, paused = r.Evicted.Statuses[200], r.Evicted.Statuses[404], r.Evicted.Counts[classify.Throttled], r.Evicted.PausedTotal
+			for _, s := range r.Scopes {
+				ok += s.Statuses[200]
+				notFound += s.Statuses[404]
+				throttled += s.Counts[classify.Throttled]
+				paused += s.PausedTotal
+			}
+			return
+		}
+		time.Sleep(2 * time.Minute)
+		before := c.Report()
+		record(t, c, "http://late.test/", 200) // sweeps the idle scopes out
+		after := c.Report()
+		require.Len(t, after.Scopes, 1)
+		assert.Equal(t, uint64(10), after.Evicted.Scopes)
+		ok, nf, thr, paused := sum(before)
+		ok2, nf2, thr2, paused2 := sum(after)
+		assert.Equal(t, []uint64{10, 10, 1}, []uint64{ok, nf, thr})
+		assert.Equal(t, []uint64{11, 10, 1}, []uint64{ok2, nf2, thr2})
+		assert.Equal(t, 2*time.Second, paused)
+		assert.Equal(t, paused, paused2)
+	})
+}

@@ -1,0 +1,16 @@
+// Package frontier is a polite crawl queue for Colly, used as colly/queue
+// is (threads, AddURL, Run), that never lets a thread wait on one host
+// while another host could use it: one FIFO per scope, as Heritrix and
+// Nutch keep per host, and each free thread gets the request whose scope is
+// ready soonest, its send slot claimed from the adaptive controller first.
+// (With a shared Store, a claim holds the process's slot, not the fleet's:
+// a thread may still wait for the fleet's schedule.)
+//
+//	c := colly.NewCollector()
+//	ctrl := adaptive.Attach(c)
+//	q, _ := frontier.New(ctrl, frontier.Config{Threads: 8})
+//	q.AddURL("https://example.com/")
+//	q.Run(c) // returns when every URL, and every URL added meanwhile, is done
+//
+// README.md ("Using it with Colly") compares it with colly/queue.
+package frontier

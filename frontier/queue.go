@@ -1,0 +1,424 @@
+package frontier
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+
+	"github.com/colly-polite/polite/adaptive"
+)
+
+// Errors. Match with errors.Is.
+var (
+	// ErrFull: MaxSize URLs are waiting; the URL was not added. It is
+	// colly.ErrQueueFull, as colly/queue returns.
+	ErrFull = colly.ErrQueueFull
+	// ErrNotAttached: Run was given a collector that does not send through
+	// the queue's controller (adaptive.Attach or ctrl.Attach it first).
+	ErrNotAttached = errors.New("frontier: the collector is not attached to the queue's controller")
+	// ErrAsync: Run needs a synchronous collector (Async off): a thread
+	// holds its request until it is done.
+	ErrAsync = errors.New("frontier: the collector is Async")
+	// ErrRunning: Run is already running.
+	ErrRunning = errors.New("frontier: Run is already running")
+)
+
+// Config configures a Queue: a plain value, the zero value of every field
+// meaning the stated default.
+type Config struct {
+	// Threads is how many requests run at once. 0 means 4.
+	Threads int
+	// MaxSize bounds the requests waiting, over all scopes together:
+	// beyond it AddURL and AddRequest fail with ErrFull. 0 means 100,000
+	// (colly/queue's default).
+	MaxSize int
+}
+
+// Queue is a crawl frontier: per scope a FIFO of requests, handed to Run's
+// threads when their scope can send. Make one with New; the zero value is
+// not usable. Safe for concurrent use: callbacks may add URLs while Run
+// runs.
+type Queue struct {
+	ctrl    *adaptive.Controller
+	threads int
+	maxSize int
+	kick    chan struct{} // capacity 1: something changed, look again
+
+	mu      sync.Mutex
+	subs    map[string]*sub // guarded by mu: scopes with requests waiting or running
+	due     dueHeap         // guarded by mu: scopes to ask the controller about, soonest first
+	size    int             // guarded by mu: requests waiting
+	running int             // guarded by mu: requests handed out, not done
+	served  uint64          // guarded by mu: counts hand-outs, for round robin
+	active  bool            // guarded by mu: Run is running
+	stopped bool            // guarded by mu: Stop was called
+}
+
+// sub is the FIFO of one scope. Guarded by Queue.mu.
+type sub struct {
+	key     string
+	items   []item
+	at      time.Time // when to ask the controller again; zero: now
+	served  uint64    // the last hand-out: ties go to the scope served longest ago
+	idx     int       // in Queue.due; -1 when not there
+	parked  bool      // waits for the controller's Notify
+	probing bool      // a request went out unclaimed to read robots.txt
+	running int
+}
+
+// item is one request: marshalled as colly/queue stores it, and its method
+// and URL for the controller.
+type item struct {
+	data []byte
+	req  *http.Request
+}
+
+// New makes a queue whose requests go through ctrl (the controller the
+// collector given to Run is attached to).
+func New(ctrl *adaptive.Controller, cfg Config) (*Queue, error) {
+	if ctrl == nil {
+		return nil, errors.New("frontier: nil controller")
+	}
+	if cfg.Threads < 0 || cfg.MaxSize < 0 {
+		return nil, fmt.Errorf("frontier: negative Threads (%d) or MaxSize (%d)", cfg.Threads, cfg.MaxSize)
+	}
+	if cfg.Threads == 0 {
+		cfg.Threads = 4
+	}
+	if cfg.MaxSize == 0 {
+		cfg.MaxSize = 100_000
+	}
+	return &Queue{
+		ctrl: ctrl, threads: cfg.Threads, maxSize: cfg.MaxSize,
+		kick: make(chan struct{}, 1),
+		subs: make(map[string]*sub),
+	}, nil
+}
+
+// AddURL adds a GET of rawURL, an absolute http or https URL.
+func (q *Queue) AddURL(rawURL string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return fmt.Errorf("frontier: %w", err)
+	}
+	return q.AddRequest(&colly.Request{URL: u, Method: http.MethodGet})
+}
+
+// AddRequest adds r (its method, URL, headers, body, depth and context
+// values, as colly/queue keeps them).
+func (q *Queue) AddRequest(r *colly.Request) error {
+	if r == nil || r.URL == nil || r.URL.Host == "" || (r.URL.Scheme != "http" && r.URL.Scheme != "https") {
+		return errors.New("frontier: a request needs an absolute http or https URL")
+	}
+	method := r.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	req := &http.Request{Method: method, URL: r.URL, Host: r.URL.Host, Header: http.Header{}}
+	if r.Headers != nil {
+		req.Header = r.Headers.Clone()
+	}
+	q.mu.Lock()
+	if q.size >= q.maxSize {
+		q.mu.Unlock()
+		return ErrFull
+	}
+	q.mu.Unlock()
+	data, err := r.Marshal() // reads the body: outside the lock
+	if err != nil {
+		return fmt.Errorf("frontier: %w", err)
+	}
+	key := q.ctrl.ScopeKey(req)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.size >= q.maxSize {
+		return ErrFull
+	}
+	s := q.subs[key]
+	if s == nil {
+		s = &sub{key: key, idx: -1}
+		q.subs[key] = s
+	}
+	s.items = append(s.items, item{data, req})
+	q.size++
+	q.schedule(s)
+	q.nudge()
+	return nil
+}
+
+// schedule puts s where the dispatcher looks, if it has a request to hand
+// out and waits for nothing else. Called with mu held.
+func (q *Queue) schedule(s *sub) {
+	if len(s.items) == 0 || s.parked || s.probing || s.idx >= 0 {
+		return
+	}
+	s.at = time.Time{}
+	heap.Push(&q.due, s)
+}
+
+func (q *Queue) nudge() {
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Size is the number of requests waiting.
+func (q *Queue) Size() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.size
+}
+
+// IsEmpty reports whether no request is waiting.
+func (q *Queue) IsEmpty() bool { return q.Size() == 0 }
+
+// Backlog is one scope's part of the queue, a plain value.
+type Backlog struct {
+	Scope   string
+	Queued  int // waiting in the queue
+	Running int // handed to a thread, not done
+}
+
+// Backlogs returns each scope's backlog, sorted by scope.
+func (q *Queue) Backlogs() []Backlog {
+	q.mu.Lock()
+	out := make([]Backlog, 0, len(q.subs))
+	for _, s := range q.subs {
+		out = append(out, Backlog{Scope: s.key, Queued: len(s.items), Running: s.running})
+	}
+	q.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Scope < out[j].Scope })
+	return out
+}
+
+// Stop makes Run return once the requests running now are done; the
+// requests waiting stay in the queue for the next Run.
+func (q *Queue) Stop() {
+	q.mu.Lock()
+	q.stopped = true
+	q.mu.Unlock()
+	q.nudge()
+}
+
+// job is one request handed to a thread.
+type job struct {
+	s     *sub
+	it    item
+	claim adaptive.Claim
+	probe bool
+}
+
+// Run sends the queue's requests through c with Threads threads and
+// returns when none is waiting or running (requests added meanwhile
+// included), or after Stop. c must be attached to the queue's controller
+// and synchronous.
+func (q *Queue) Run(c *colly.Collector) error {
+	if c == nil || adaptive.ControllerOf(c) != q.ctrl {
+		return ErrNotAttached
+	}
+	if c.Async {
+		return ErrAsync
+	}
+	q.mu.Lock()
+	if q.active {
+		q.mu.Unlock()
+		return ErrRunning
+	}
+	q.active, q.stopped = true, false
+	for _, s := range q.subs { // a Run that was stopped may have left them waiting
+		s.parked = false
+		q.schedule(s)
+	}
+	q.mu.Unlock()
+	defer func() {
+		q.mu.Lock()
+		q.active = false
+		q.mu.Unlock()
+	}()
+	stop := q.ctrl.Notify(q.notified)
+	defer stop()
+
+	jobs := make(chan job)
+	done := make(chan job, q.threads)
+	var wg sync.WaitGroup
+	for range q.threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				if r, err := c.UnmarshalRequest(j.it.data); err == nil {
+					_ = r.Do() // failures reach OnError, as with colly/queue
+				}
+				j.claim.Release() // unused: a cache hit, a filter, an abort
+				done <- j
+			}
+		}()
+	}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	idle := q.threads
+	for {
+		q.mu.Lock()
+		if q.stopped || q.size == 0 && q.running == 0 {
+			q.mu.Unlock()
+			break
+		}
+		var ready []job
+		var next time.Time
+		for idle > len(ready) {
+			j, at, ok := q.next(time.Now())
+			if !ok {
+				next = at
+				break
+			}
+			ready = append(ready, j)
+		}
+		q.mu.Unlock()
+		for _, j := range ready {
+			jobs <- j
+			idle--
+		}
+		var wake <-chan time.Time
+		if !next.IsZero() && idle > 0 {
+			timer.Reset(time.Until(next))
+			wake = timer.C
+		}
+		select {
+		case j := <-done:
+			q.finish(j)
+			idle++
+		case <-q.kick:
+		case <-wake:
+		}
+		timer.Stop()
+	}
+	close(jobs)
+	wg.Wait()
+	for len(done) > 0 {
+		q.finish(<-done)
+	}
+	return nil
+}
+
+// next hands out the request of the scope that is ready soonest, if one is
+// ready at now; otherwise it returns when to look again (zero: when told).
+// Called with mu held.
+func (q *Queue) next(now time.Time) (job, time.Time, bool) {
+	for n := len(q.due); n > 0 && len(q.due) > 0; n-- {
+		s := q.due[0]
+		if s.at.After(now) {
+			return job{}, s.at, false
+		}
+		cl, w, err := q.ctrl.Claim(s.items[0].req)
+		switch {
+		case cl.Held() || err != nil: // a refusal fails at once in Colly's hands, OnError says why
+			return q.handOut(s, cl, false), time.Time{}, true
+		case w.Probe:
+			return q.handOut(s, cl, true), time.Time{}, true
+		case !w.Until.IsZero():
+			s.at = w.Until
+			heap.Fix(&q.due, s.idx)
+		default:
+			s.parked = true
+			heap.Remove(&q.due, s.idx)
+		}
+	}
+	if len(q.due) > 0 {
+		return job{}, q.due[0].at, false
+	}
+	return job{}, time.Time{}, false
+}
+
+// handOut takes the head of s for a thread. Called with mu held.
+func (q *Queue) handOut(s *sub, cl adaptive.Claim, probe bool) job {
+	it := s.items[0]
+	s.items[0] = item{}
+	s.items = s.items[1:]
+	if len(s.items) == 0 {
+		s.items = nil
+	}
+	q.size--
+	q.running++
+	s.running++
+	q.served++
+	s.served = q.served
+	s.probing = s.probing || probe
+	heap.Remove(&q.due, s.idx)
+	q.schedule(s)
+	return job{s: s, it: it, claim: cl, probe: probe}
+}
+
+// finish accounts for a request that is done.
+func (q *Queue) finish(j job) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s := j.s
+	q.running--
+	s.running--
+	if j.probe {
+		s.probing = false
+	}
+	s.parked = false // a send ended, or never began: ask again
+	q.schedule(s)
+	if len(s.items) == 0 && s.running == 0 && s.idx < 0 {
+		delete(q.subs, s.key)
+	}
+}
+
+// notified hears from the controller that a scope may send sooner: a
+// scope parked on a release, or waiting for a time that a change of rate
+// may have moved, is asked again, as a scope's line wakes its head.
+func (q *Queue) notified(key string) {
+	q.mu.Lock()
+	s := q.subs[key]
+	switch {
+	case s == nil:
+	case s.parked:
+		s.parked = false
+		q.schedule(s)
+	case s.idx >= 0 && !s.at.IsZero():
+		s.at = time.Time{}
+		heap.Fix(&q.due, s.idx)
+	}
+	q.mu.Unlock()
+	if s != nil {
+		q.nudge()
+	}
+}
+
+// dueHeap orders scopes by when to ask again, then by the hand-out they
+// had last (round robin among scopes ready at once).
+type dueHeap []*sub
+
+func (h dueHeap) Len() int { return len(h) }
+func (h dueHeap) Less(i, j int) bool {
+	if !h[i].at.Equal(h[j].at) {
+		return h[i].at.Before(h[j].at)
+	}
+	return h[i].served < h[j].served
+}
+func (h dueHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx, h[j].idx = i, j
+}
+func (h *dueHeap) Push(x any) {
+	s := x.(*sub)
+	s.idx = len(*h)
+	*h = append(*h, s)
+}
+func (h *dueHeap) Pop() any {
+	old := *h
+	s := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	s.idx = -1
+	return s
+}

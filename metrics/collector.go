@@ -1,0 +1,317 @@
+package metrics
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/classify"
+)
+
+// Other is the scope label of every scope without a label of its own.
+const Other = "other"
+
+// Defaults of the label bound.
+const (
+	DefaultMaxScopes   = 100
+	DefaultMinRequests = 10
+)
+
+// Collector is a prometheus.Collector over one adaptive.Controller. Make
+// one with New; the zero value is not usable. It is safe for concurrent
+// use (scrapes are serialised).
+//
+// Label cardinality is bounded: at a scrape, a scope gets a scope label of
+// its own if it has recorded MinRequests requests and fewer than MaxScopes
+// scopes have one; it keeps it while it lives. Every other scope, and every
+// scope evicted, is summed under scope="other". Counters never go down:
+// what a scope counted before the scrape that labels it stays in "other"
+// if an earlier scrape counted it there, and an evicted scope's counts
+// move to "other" whole (the controller keeps the totals of evicted
+// scopes, adaptive.Report). Gauges of "other" are sums
+// over its live scopes (the RTT a mean); each scope-state gauge
+// (pause_reason, breaker_state, phase) counts the scopes in that state.
+type Collector struct {
+	ctrl        *adaptive.Controller
+	maxScopes   int
+	minRequests uint64
+	d           descs
+
+	mu       sync.Mutex
+	labelled map[string]*labelled // guarded by mu
+	last     time.Time            // guarded by mu: the Time of the last report
+}
+
+// labelled is a scope with a label of its own.
+type labelled struct {
+	created time.Time // tells a scope from a later one with the same key
+	base    tally     // what it had counted when it got its label (in "other")
+}
+
+// Option changes a Collector.
+type Option func(*Collector)
+
+// WithMaxScopes sets how many scopes may have a label of their own: 0
+// means DefaultMaxScopes (100), a negative number none (every scope is
+// "other").
+func WithMaxScopes(n int) Option { return func(c *Collector) { c.maxScopes = n } }
+
+// WithMinRequests sets the traffic threshold: how many requests a scope
+// must have recorded before it gets a label. 0 means DefaultMinRequests
+// (10).
+func WithMinRequests(n uint64) Option { return func(c *Collector) { c.minRequests = n } }
+
+// WithConstLabels adds labels to every metric, to tell several controllers
+// apart in one registry.
+func WithConstLabels(l prometheus.Labels) Option { return func(c *Collector) { c.d = newDescs(l) } }
+
+// New returns a Collector over ctrl:
+//
+//	reg.MustRegister(metrics.New(ctrl))
+func New(ctrl *adaptive.Controller, opts ...Option) *Collector {
+	c := &Collector{ctrl: ctrl, labelled: map[string]*labelled{}}
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
+	}
+	if c.d.list == nil {
+		c.d = newDescs(nil)
+	}
+	switch {
+	case c.maxScopes == 0:
+		c.maxScopes = DefaultMaxScopes
+	case c.maxScopes < 0:
+		c.maxScopes = 0
+	}
+	if c.minRequests == 0 {
+		c.minRequests = DefaultMinRequests
+	}
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.d.list {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	// under the lock: two scrapes must not see reports out of order
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.ctrl.Report()
+
+	// A labelled scope keeps its label while it lives: forget those
+	// evicted (gone, or replaced by a new scope with the same key).
+	live := make(map[string]*adaptive.Snapshot, len(c.labelled))
+	for i := range r.Scopes {
+		if _, ok := c.labelled[r.Scopes[i].Scope]; ok {
+			live[r.Scopes[i].Scope] = &r.Scopes[i]
+		}
+	}
+	for k, l := range c.labelled {
+		if s := live[k]; s == nil || !s.Created.Equal(l.created) {
+			delete(c.labelled, k)
+		}
+	}
+
+	other := newSum()
+	other.add(tallyOf(r.Evicted.Counts, r.Evicted.Statuses, r.Evicted.Retries, r.Evicted.PausedTotal))
+	for i := range r.Scopes {
+		s := &r.Scopes[i]
+		t := tallyOf(s.Counts, s.Statuses, s.Retries, s.PausedTotal)
+		l := c.labelled[s.Scope]
+		if l == nil && len(c.labelled) < c.maxScopes && s.Scope != Other && t.requests() >= c.minRequests {
+			l = &labelled{created: s.Created}
+			if !s.Created.After(c.last) {
+				// the last scrape counted it in "other": what it counted
+				// so far stays there, so that "other" never goes down
+				l.base = t
+			}
+			c.labelled[s.Scope] = l
+		}
+		if l == nil {
+			other.add(t)
+			other.gauges(s)
+			continue
+		}
+		other.add(l.base)
+		own := newSum()
+		own.add(t.minus(l.base))
+		own.gauges(s)
+		c.emit(ch, s.Scope, own, s)
+	}
+	c.emit(ch, Other, other, nil)
+	c.last = r.Time
+
+	ch <- prometheus.MustNewConstMetric(c.d.scopes, prometheus.GaugeValue, float64(len(r.Scopes)))
+	ch <- prometheus.MustNewConstMetric(c.d.evicted, prometheus.CounterValue, float64(r.Evicted.Scopes))
+	for cl, n := range r.Dropped {
+		ch <- prometheus.MustNewConstMetric(c.d.dropped, prometheus.CounterValue, float64(n), cl.String())
+	}
+	buckets := make(map[float64]uint64, len(r.Waits.Bounds))
+	var cum uint64
+	for i, b := range r.Waits.Bounds {
+		cum += r.Waits.Counts[i]
+		buckets[b.Seconds()] = cum
+	}
+	ch <- prometheus.MustNewConstHistogram(c.d.wait, r.Waits.Count(), r.Waits.Sum.Seconds(), buckets)
+}
+
+// emit sends the series of one scope label. s is the scope's snapshot
+// (nil for "other", which has no ceiling of its own).
+func (c *Collector) emit(ch chan<- prometheus.Metric, scope string, m *sum, s *adaptive.Snapshot) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{scope}, labels...)...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, append([]string{scope}, labels...)...)
+	}
+	gauge(c.d.rate, m.rate)
+	gauge(c.d.estimate, m.estimate)
+	gauge(c.d.limit, m.limit)
+	gauge(c.d.inFlight, m.inFlight)
+	gauge(c.d.waiting, m.waiting)
+	rtt := 0.0
+	if m.rttN > 0 {
+		rtt = (m.rttSum / time.Duration(m.rttN)).Seconds()
+	}
+	gauge(c.d.rtt, rtt)
+	for k, n := range m.paused {
+		gauge(c.d.pauseReason, n, k)
+	}
+	for k, n := range m.breaker {
+		gauge(c.d.breaker, n, k)
+	}
+	for k, n := range m.phase {
+		gauge(c.d.phase, n, k)
+	}
+	if s != nil && s.Ceiling != adaptive.ReasonNone {
+		gauge(c.d.ceiling, s.CeilingRate, ceilingName(s.Ceiling))
+	}
+	for cl, n := range m.t.classes {
+		if n > 0 {
+			counter(c.d.requests, float64(n), classify.Class(cl).String())
+		}
+	}
+	for code, n := range m.t.codes {
+		if n > 0 {
+			counter(c.d.responses, float64(n), codeLabel(code))
+		}
+	}
+	counter(c.d.retries, float64(m.t.retries))
+	counter(c.d.pauseSeconds, m.t.paused.Seconds())
+}
+
+func codeLabel(code int) string {
+	if code == adaptive.StatusOther {
+		return Other
+	}
+	return strconv.Itoa(code)
+}
+
+// ceilingName names a binding ceiling as the decision log does.
+func ceilingName(r adaptive.Reason) string {
+	if r == adaptive.ReasonRate {
+		return "configured"
+	}
+	return r.String()
+}
+
+// classes is the number of classify classes.
+const classes = int(classify.Canceled) + 1
+
+// tally is what a scope (or a sum of scopes) counted.
+type tally struct {
+	classes [classes]uint64
+	codes   map[int]uint64
+	retries uint64
+	paused  time.Duration
+}
+
+func tallyOf(counts map[classify.Class]uint64, statuses map[int]uint64, retries uint64, paused time.Duration) tally {
+	t := tally{codes: statuses, retries: retries, paused: paused}
+	for cl, n := range counts {
+		if int(cl) < classes {
+			t.classes[cl] = n
+		}
+	}
+	return t
+}
+
+func (t tally) requests() uint64 {
+	var n uint64
+	for _, c := range t.classes {
+		n += c
+	}
+	return n
+}
+
+// minus is t less what it had counted at base (never below zero).
+func (t tally) minus(base tally) tally {
+	out := tally{codes: make(map[int]uint64, len(t.codes)), retries: sub(t.retries, base.retries), paused: max(t.paused-base.paused, 0)}
+	for i := range t.classes {
+		out.classes[i] = sub(t.classes[i], base.classes[i])
+	}
+	for k, n := range t.codes {
+		out.codes[k] = sub(n, base.codes[k])
+	}
+	return out
+}
+
+func sub(a, b uint64) uint64 {
+	if a < b {
+		return 0
+	}
+	return a - b
+}
+
+// sum is what one scope label shows: a tally and gauges summed over its
+// scopes.
+type sum struct {
+	t                                        tally
+	rate, estimate, limit, inFlight, waiting float64
+	rttSum                                   time.Duration
+	rttN                                     int
+	paused, breaker, phase                   map[string]float64
+}
+
+func newSum() *sum {
+	return &sum{t: tally{codes: map[int]uint64{}}, paused: map[string]float64{}, breaker: map[string]float64{}, phase: map[string]float64{}}
+}
+
+func (m *sum) add(t tally) {
+	for i, n := range t.classes {
+		m.t.classes[i] += n
+	}
+	for k, n := range t.codes {
+		m.t.codes[k] += n
+	}
+	m.t.retries += t.retries
+	m.t.paused += t.paused
+}
+
+func (m *sum) gauges(s *adaptive.Snapshot) {
+	m.rate += s.Rate
+	m.estimate += s.Estimate
+	m.limit += s.Limit
+	m.inFlight += float64(s.InFlight)
+	m.waiting += float64(s.Waiting)
+	if s.RTT > 0 {
+		m.rttSum += s.RTT
+		m.rttN++
+	}
+	reason := s.PauseReason.String()
+	if s.Parked {
+		reason = adaptive.ReasonBlocked.String()
+	}
+	m.paused[reason]++
+	m.breaker[s.Breaker.String()]++
+	m.phase[s.Phase]++
+}

@@ -1,0 +1,109 @@
+package metrics_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/metrics"
+)
+
+// send acquires a slot for url on ctrl and records a response of status
+// with header h (key, value pairs).
+func send(t *testing.T, ctrl *adaptive.Controller, url string, status int, h ...string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	require.NoError(t, err)
+	p, err := ctrl.Acquire(context.Background(), req)
+	require.NoError(t, err)
+	resp := &http.Response{StatusCode: status, Header: http.Header{}, Request: req}
+	for i := 0; i+1 < len(h); i += 2 {
+		resp.Header.Set(h[i], h[i+1])
+	}
+	p.Record(resp, nil)
+}
+
+// A scripted scope: a configured ceiling of 1 req/s, six responses (three
+// 200s, a 404, a 418, a 429 with Retry-After: 2), then the pause runs out.
+// Everything here is exact in virtual time: the waits (0, 0.99 s, as the
+// pacer gives the first send's 10 ms of credit, then 1 s each), the
+// counts, the 2 s paused.
+func TestCollectScriptedScope(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctrl, err := adaptive.New(adaptive.WithConfig(adaptive.Config{Jitter: -1}), adaptive.WithRate(1), adaptive.WithJitterSeed(1))
+		require.NoError(t, err)
+		for range 3 {
+			send(t, ctrl, "http://a.test/", 200)
+		}
+		send(t, ctrl, "http://a.test/missing", 404)
+		send(t, ctrl, "http://a.test/teapot", 418)
+		send(t, ctrl, "http://a.test/", 429, "Retry-After", "2")
+		time.Sleep(3 * time.Second)
+
+		want := `
+# HELP colly_polite_requests_total Requests recorded, by outcome class (success, neutral, throttled, blocked, overloaded, transport-failure, canceled).
+# TYPE colly_polite_requests_total counter
+colly_polite_requests_total{class="neutral",scope="a.test"} 2
+colly_polite_requests_total{class="success",scope="a.test"} 3
+colly_polite_requests_total{class="throttled",scope="a.test"} 1
+# HELP colly_polite_responses_total Responses by status code (the less common codes under "other").
+# TYPE colly_polite_responses_total counter
+colly_polite_responses_total{code="200",scope="a.test"} 3
+colly_polite_responses_total{code="404",scope="a.test"} 1
+colly_polite_responses_total{code="429",scope="a.test"} 1
+colly_polite_responses_total{code="other",scope="a.test"} 1
+# HELP colly_polite_pause_seconds_total Time spent paused (Retry-After, backoff, quota, breaker).
+# TYPE colly_polite_pause_seconds_total counter
+colly_polite_pause_seconds_total{scope="a.test"} 2
+colly_polite_pause_seconds_total{scope="other"} 0
+# HELP colly_polite_retries_total Attempts after the first of a request.
+# TYPE colly_polite_retries_total counter
+colly_polite_retries_total{scope="a.test"} 0
+colly_polite_retries_total{scope="other"} 0
+# HELP colly_polite_pause_reason Scopes by why they are paused: retry-after, backoff, quota, breaker, blocked (parked), or none.
+# TYPE colly_polite_pause_reason gauge
+colly_polite_pause_reason{reason="none",scope="a.test"} 1
+# HELP colly_polite_breaker_state Scopes by breaker state: closed, open, half-open.
+# TYPE colly_polite_breaker_state gauge
+colly_polite_breaker_state{scope="a.test",state="closed"} 1
+# HELP colly_polite_in_flight_requests Requests sent and not yet answered.
+# TYPE colly_polite_in_flight_requests gauge
+colly_polite_in_flight_requests{scope="a.test"} 0
+colly_polite_in_flight_requests{scope="other"} 0
+# HELP colly_polite_wait_seconds Polite wait of each granted request, from asking its scope for a slot to getting one.
+# TYPE colly_polite_wait_seconds histogram
+colly_polite_wait_seconds_bucket{le="0"} 1
+colly_polite_wait_seconds_bucket{le="0.001"} 1
+colly_polite_wait_seconds_bucket{le="0.01"} 1
+colly_polite_wait_seconds_bucket{le="0.05"} 1
+colly_polite_wait_seconds_bucket{le="0.1"} 1
+colly_polite_wait_seconds_bucket{le="0.25"} 1
+colly_polite_wait_seconds_bucket{le="0.5"} 1
+colly_polite_wait_seconds_bucket{le="1"} 6
+colly_polite_wait_seconds_bucket{le="2.5"} 6
+colly_polite_wait_seconds_bucket{le="5"} 6
+colly_polite_wait_seconds_bucket{le="10"} 6
+colly_polite_wait_seconds_bucket{le="30"} 6
+colly_polite_wait_seconds_bucket{le="60"} 6
+colly_polite_wait_seconds_bucket{le="120"} 6
+colly_polite_wait_seconds_bucket{le="+Inf"} 6
+colly_polite_wait_seconds_sum 4.99
+colly_polite_wait_seconds_count 6
+# HELP colly_polite_scopes Live scopes.
+# TYPE colly_polite_scopes gauge
+colly_polite_scopes 1
+`
+		c := metrics.New(ctrl, metrics.WithMinRequests(1))
+		require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want),
+			"colly_polite_requests_total", "colly_polite_responses_total", "colly_polite_pause_seconds_total",
+			"colly_polite_retries_total", "colly_polite_pause_reason", "colly_polite_breaker_state",
+			"colly_polite_in_flight_requests", "colly_polite_wait_seconds", "colly_polite_scopes"))
+	})
+}
