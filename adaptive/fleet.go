@@ -334,6 +334,13 @@ func (f *fleet) skip() bool {
 	return f.down && f.now() < f.retryAt
 }
 
+// isDown reports whether the last call to the store failed.
+func (f *fleet) isDown() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.down
+}
+
 // failed marks the store down after a failed call on scope (saying so
 // once) and backs off the next try. Calls that were under way together
 // fail together: only a try made when one was due backs off further.

@@ -174,3 +174,49 @@ func TestFleetPauseAccounted(t *testing.T) {
 		require.NoError(t, b.Close())
 	})
 }
+
+// A snapshot shows the fleet's view beside the process's own: the fleet's
+// rate and processes while the store answers; the share this process keeps
+// to while it does not. Without a store there is no fleet view.
+func TestFleetSnapshot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &failingStore{}
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{Latency: testserver.Latency{Base: 50 * time.Millisecond}}))
+		var ctrls []*adaptive.Controller
+		var wg sync.WaitGroup
+		for i := range 2 {
+			ctrl, err := adaptive.New(adaptive.WithRobots(false), adaptive.WithJitterSeed(uint64(i+1)), adaptive.WithStore(store),
+				adaptive.WithDefault(adaptive.Rule{Rate: 4, InitialRate: 4}))
+			require.NoError(t, err)
+			t.Cleanup(func() { assertIdle(t, ctrl); _ = ctrl.Close() })
+			ctrls = append(ctrls, ctrl)
+			c := newCollectorWith(t, srv, ctrl)
+			wg.Go(func() { crawl(t, c, 4, 20*time.Second, srv.HostURL("a.test")) })
+		}
+		time.Sleep(5 * time.Second)
+		s, ok := ctrls[0].Snapshot("a.test")
+		require.True(t, ok)
+		require.NotNil(t, s.Fleet)
+		assert.Equal(t, adaptive.FleetView{Shared: true, Live: 2, Rate: 4, Share: 1, Version: s.Fleet.Version}, *s.Fleet)
+		assert.Positive(t, s.Fleet.Version)
+		assert.Equal(t, 4.0, s.Rate, "while shared, the local pacer runs at the fleet's rate (the store's schedule spaces the fleet)")
+
+		store.broken.Store(true)
+		time.Sleep(5 * time.Second)
+		s, _ = ctrls[0].Snapshot("a.test")
+		require.NotNil(t, s.Fleet)
+		assert.False(t, s.Fleet.Shared)
+		assert.Equal(t, 0.5, s.Fleet.Share)
+		assert.Equal(t, 4.0, s.Fleet.Rate, "the fleet's rate as last known")
+		assert.Equal(t, 2.0, s.Rate, "this process on its half")
+		wg.Wait()
+
+		alone, err := adaptive.New()
+		require.NoError(t, err)
+		c := newCollectorWith(t, srv, alone)
+		require.NoError(t, c.Visit(srv.HostURL("a.test")+"/page/1"))
+		s, ok = alone.Snapshot("a.test")
+		require.True(t, ok)
+		assert.Nil(t, s.Fleet)
+	})
+}

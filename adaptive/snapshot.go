@@ -44,6 +44,27 @@ type Snapshot struct {
 	PausedTotal time.Duration
 	// ThrottledRatio is throttled / (throttled + success).
 	ThrottledRatio float64
+	// Fleet is the scope's view of its fleet, with a Store (nil without
+	// one): Rate above is what this process sends at, Fleet.Rate what the
+	// fleet does together.
+	Fleet *FleetView
+}
+
+// FleetView is a scope's view of the fleet it shares through a Store.
+type FleetView struct {
+	// Shared: the store answered this process's last call, so the fleet's
+	// schedule, law and pauses are in force; false while it runs on its
+	// own share because the store is unreachable.
+	Shared bool
+	// Live is how many processes acquired on the scope lately (as the
+	// store last said), this one included.
+	Live int
+	// Rate is the fleet's rate, req/s: the shared law's under the
+	// ceilings. Share is the part of it this process keeps to on its own
+	// while the store is unreachable (1 while shared).
+	Rate, Share float64
+	// Version is the version of the fleet's law state this process holds.
+	Version uint64
 }
 
 // statusCodes are the status codes a scope counts one by one
@@ -154,6 +175,14 @@ func (s *scope) snapshot(c *Controller, key string) Snapshot {
 	}
 	if t, ok := k.counts[classify.Throttled], k.counts[classify.Success]; t+ok > 0 {
 		snap.ThrottledRatio = float64(t) / float64(t+ok)
+	}
+	if c.fleet != nil {
+		sf := s.fleetView()
+		share := k.pace.share
+		if share <= 0 {
+			share = 1
+		}
+		snap.Fleet = &FleetView{Shared: !c.fleet.isDown(), Live: sf.live, Rate: k.pace.whole(k), Share: share, Version: sf.version}
 	}
 	return snap
 }

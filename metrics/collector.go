@@ -195,6 +195,15 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, scope string, m *sum, s *a
 	if s != nil && s.Ceiling != adaptive.ReasonNone {
 		gauge(c.d.ceiling, s.CeilingRate, ceilingName(s.Ceiling))
 	}
+	if s != nil && s.Fleet != nil {
+		gauge(c.d.fleetRate, s.Fleet.Rate)
+		gauge(c.d.fleetProcesses, float64(s.Fleet.Live))
+		shared := 0.0
+		if s.Fleet.Shared {
+			shared = 1
+		}
+		gauge(c.d.fleetShared, shared)
+	}
 	for cl, n := range m.t.classes {
 		if n > 0 {
 			counter(c.d.requests, float64(n), classify.Class(cl).String())

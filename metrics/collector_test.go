@@ -107,3 +107,36 @@ colly_polite_scopes 1
 			"colly_polite_in_flight_requests", "colly_polite_wait_seconds", "colly_polite_scopes"))
 	})
 }
+
+// With a shared Store, a labelled scope shows the fleet's view: its rate,
+// its processes, whether the store answers.
+func TestCollectFleet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &adaptive.MemoryStore{}
+		var ctrls []*adaptive.Controller
+		for i := range 2 {
+			ctrl, err := adaptive.New(adaptive.WithStore(store), adaptive.WithRate(3), adaptive.WithJitterSeed(uint64(i+1)))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = ctrl.Close() })
+			ctrls = append(ctrls, ctrl)
+		}
+		for range 6 {
+			for _, ctrl := range ctrls {
+				send(t, ctrl, "http://a.test/", 200)
+			}
+		}
+		want := `
+# HELP colly_polite_fleet_processes With a shared Store: the processes that acquired on the scope lately, this one included.
+# TYPE colly_polite_fleet_processes gauge
+colly_polite_fleet_processes{scope="a.test"} 2
+# HELP colly_polite_fleet_rate_requests_per_second With a shared Store: the fleet's rate on the scope (all processes together), in requests per second; absent for "other" and without a Store.
+# TYPE colly_polite_fleet_rate_requests_per_second gauge
+colly_polite_fleet_rate_requests_per_second{scope="a.test"} 3
+# HELP colly_polite_fleet_shared With a shared Store: 1 while the store answers (the fleet's schedule, law and pauses in force), 0 while this process runs on its share.
+# TYPE colly_polite_fleet_shared gauge
+colly_polite_fleet_shared{scope="a.test"} 1
+`
+		require.NoError(t, testutil.CollectAndCompare(metrics.New(ctrls[0], metrics.WithMinRequests(1)), strings.NewReader(want),
+			"colly_polite_fleet_processes", "colly_polite_fleet_rate_requests_per_second", "colly_polite_fleet_shared"))
+	})
+}

@@ -6,6 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type descs struct {
 	rate, estimate, limit, inFlight, waiting, rtt *prometheus.Desc
 	pauseReason, breaker, phase, ceiling          *prometheus.Desc
+	fleetRate, fleetProcesses, fleetShared        *prometheus.Desc
 	requests, responses, retries, pauseSeconds    *prometheus.Desc
 	scopes, evicted, dropped, wait                *prometheus.Desc
 	list                                          []*prometheus.Desc
@@ -31,6 +32,9 @@ func newDescs(constLabels prometheus.Labels) descs {
 	d.breaker = desc("breaker_state", "Scopes by breaker state: closed, open, half-open.", sc, "state")
 	d.phase = desc("phase", "Scopes by where the control law's rate search stands (slow-start, steady, probing).", sc, "phase")
 	d.ceiling = desc("ceiling_requests_per_second", "The ceiling that binds the pacing rate (configured, crawl-delay, quota) and its value; absent when none binds.", sc, "ceiling")
+	d.fleetRate = desc("fleet_rate_requests_per_second", "With a shared Store: the fleet's rate on the scope (all processes together), in requests per second; absent for \"other\" and without a Store.", sc)
+	d.fleetProcesses = desc("fleet_processes", "With a shared Store: the processes that acquired on the scope lately, this one included.", sc)
+	d.fleetShared = desc("fleet_shared", "With a shared Store: 1 while the store answers (the fleet's schedule, law and pauses in force), 0 while this process runs on its share.", sc)
 	d.requests = desc("requests_total", "Requests recorded, by outcome class (success, neutral, throttled, blocked, overloaded, transport-failure, canceled).", sc, "class")
 	d.responses = desc("responses_total", "Responses by status code (the less common codes under \"other\").", sc, "code")
 	d.retries = desc("retries_total", "Attempts after the first of a request.", sc)
