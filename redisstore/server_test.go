@@ -20,7 +20,7 @@ import (
 // and stopped when it ends. Tests that need one skip, with one line saying
 // how to enable them, when redis-server is not on PATH; CI installs it.
 type server struct {
-	t    *testing.T
+	t    testing.TB
 	bin  string
 	port int
 	args []string
@@ -29,7 +29,7 @@ type server struct {
 	cmd *exec.Cmd // guarded by mu
 }
 
-func startServer(t *testing.T, args ...string) *server {
+func startServer(t testing.TB, args ...string) *server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -46,7 +46,7 @@ func startServer(t *testing.T, args ...string) *server {
 	return s
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -104,14 +104,14 @@ func (s *server) stop() {
 	s.cmd = nil
 }
 
-func (s *server) client(t *testing.T) *redis.Client {
+func (s *server) client(t testing.TB) *redis.Client {
 	t.Helper()
 	return newClient(t, s.addr())
 }
 
 // newClient is a client set as the package recommends: every call bounded
 // by its context, and short dial and I/O timeouts.
-func newClient(t *testing.T, addr string) *redis.Client {
+func newClient(t testing.TB, addr string) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, DialTimeout: 500 * time.Millisecond,
 		ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, MaxRetries: -1,
 		Protocol: 2, DisableIdentity: true})
@@ -132,7 +132,7 @@ func (s *server) do(args ...any) error {
 
 // fakeServer is a loopback server that answers anything with answer: not
 // Redis.
-func fakeServer(t *testing.T, answer string) *redis.Client {
+func fakeServer(t testing.TB, answer string) *redis.Client {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
