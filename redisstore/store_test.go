@@ -171,7 +171,7 @@ func TestFleet(t *testing.T) {
 	for i := range 3 {
 		ctrl, err := adaptive.New(adaptive.WithRobots(false), adaptive.WithJitterSeed(uint64(i+1)), adaptive.WithStore(store),
 			adaptive.WithRule(adaptive.Rule{Domain: "a.test", Rate: 9, InitialRate: 9}),
-			adaptive.WithRule(adaptive.Rule{Domain: "b.test", MaxRetries: -1}), // a 429 is the caller's: no tail of retries
+			adaptive.WithRule(adaptive.Rule{Domain: "b.test", MaxRetries: -1, InitialRate: 12}), // a 429 is the caller's: no tail of retries; starts above the limit: it throttles
 			adaptive.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = ctrl.Close() })
