@@ -325,7 +325,7 @@ func (c *Controller) finish(g grant, o *outcome, resp *http.Response, err error,
 		c.tell(g.key, &sp, &q)
 	}
 	if c.fleet != nil {
-		c.fleetFinish(g.key, g.sc, g.lease, r, now, changed, version)
+		c.fleetFinish(g.key, g.sc, g.lease, r, now, changed, version, o.class == classify.Success)
 	}
 	c.notify(g.key) // after the fleet's answer, which may move the rate
 	if !o.class.Signal() && o.class != classify.Blocked {

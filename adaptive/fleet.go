@@ -196,16 +196,22 @@ func (c *Controller) fleetAcquire(ctx context.Context, key string, s *scope, g *
 		return "", errBusy
 	}
 	if grant.Wait > c.st.MaxPause {
-		c.fleetRelease(key, s, grant.Lease, 0, ReasonNone, nil)
+		c.fleetGiveBack(key, s, grant.Lease)
 		reason := grant.Reason
 		if reason == ReasonNone {
 			reason = ReasonRate
 		}
 		return "", &ScopeError{Scope: key, Reason: reason, PausedUntil: c.at(now + grant.Wait), Err: ErrPaused}
 	}
+	if grant.InUse {
+		// the fleet's concurrency is all in use with this send: the limit
+		// may grow on its success (a process's own in-flight count is only
+		// its part of the fleet's)
+		g.t.law.InUse = true
+	}
 	f.hold(key, grant.Lease)
 	if err := sleepFor(ctx, grant.Wait); err != nil {
-		c.fleetRelease(key, s, grant.Lease, 0, ReasonNone, nil)
+		c.fleetGiveBack(key, s, grant.Lease)
 		return "", err
 	}
 	// a pause shared while this send waited for its slot voids the slot
@@ -219,8 +225,11 @@ func (c *Controller) fleetAcquire(ctx context.Context, key string, s *scope, g *
 		g.t.law.Paced = true
 	}
 	s.mu.Unlock()
-	if paused {
-		c.fleetRelease(key, s, grant.Lease, 0, ReasonNone, nil)
+	if paused || (grant.Wait > 0 && f.isDown()) {
+		// (a slot of a schedule whose store failed since is void too:
+		// this process is on its share now, and the slot is taken again
+		// at it)
+		c.fleetGiveBack(key, s, grant.Lease)
 		return "", errAgain
 	}
 	g.t.law.Sent = now // sent now, not when the local slot was granted
@@ -228,27 +237,31 @@ func (c *Controller) fleetAcquire(ctx context.Context, key string, s *scope, g *
 }
 
 // fleetFinish publishes what record decided: the lease back, a pause to
-// share, the law's shared part if it changed. It adopts the fleet's answer.
-func (c *Controller) fleetFinish(key string, s *scope, lease string, r reaction, now time.Duration, changed []byte, version uint64) {
-	var pause time.Duration
+// share, the law's shared part if it changed, whether the answer was
+// accepted (the fleet's accepted rate). It adopts the fleet's answer.
+func (c *Controller) fleetFinish(key string, s *scope, lease string, r reaction, now time.Duration, changed []byte, version uint64, accepted bool) {
+	rel := Release{Scope: key, Lease: lease, Reason: r.shareReason, State: changed, Version: version, Accepted: accepted}
 	if r.share > now {
-		pause = r.share - now
+		rel.Pause = r.share - now
 	}
-	if lease == "" && pause == 0 && changed == nil {
+	if lease == "" && rel.Pause == 0 && changed == nil {
 		return
 	}
-	c.fleetRelease(key, s, lease, pause, r.shareReason, changed, version)
+	c.fleetRelease(s, rel)
 }
 
-func (c *Controller) fleetRelease(key string, s *scope, lease string, pause time.Duration, reason Reason, state []byte, version ...uint64) {
+// fleetGiveBack gives a lease back unused.
+func (c *Controller) fleetGiveBack(key string, s *scope, lease string) {
+	c.fleetRelease(s, Release{Scope: key, Lease: lease})
+}
+
+func (c *Controller) fleetRelease(s *scope, rel Release) {
 	f := c.fleet
-	f.drop(key, lease)
+	key := rel.Scope
+	rel.Process = f.process
+	f.drop(key, rel.Lease)
 	if f.skip() {
 		return // the store is down: the lease expires there by itself
-	}
-	rel := Release{Scope: key, Process: f.process, Lease: lease, Pause: pause, Reason: reason, State: state}
-	if len(version) > 0 {
-		rel.Version = version[0]
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	st, err := f.store.Release(ctx, rel)
@@ -269,6 +282,7 @@ func (c *Controller) fleetRelease(key string, s *scope, lease string, pause time
 		if st.Paused > 0 {
 			s.adoptPause(now, st.Paused, st.Reason, c.st)
 		}
+		s.core.law.FleetAccepted(now, st.Accepted)
 	})
 }
 
@@ -317,9 +331,11 @@ func (s *scope) sharedChange(now time.Duration) ([]byte, uint64) {
 	sf := s.fleetView()
 	cur := s.core.law.Shared(now)
 	last := sf.shared
-	// the limit's additive increases are each process's own: only a
-	// decrease (a new concurrency epoch) is the fleet's business
-	cur.NextProbe, last.NextProbe, cur.Limit, last.Limit = 0, 0, 0, 0
+	// the limit's additive increases are each process's own (the store
+	// bounds what each may hold): only a decrease (a new concurrency
+	// epoch) is the fleet's business
+	cur.NextProbe, last.NextProbe = 0, 0
+	cur.Limit, last.Limit = 0, 0
 	if cur == last {
 		return nil, sf.version
 	}

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/gocolly/colly/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -218,5 +219,47 @@ func TestFleetSnapshot(t *testing.T) {
 		s, ok = alone.Snapshot("a.test")
 		require.True(t, ok)
 		assert.Nil(t, s.Fleet)
+	})
+}
+
+// Four processes on one host: a throttle measures the capacity by the
+// fleet's accepted rate (the store counts it), not by one process's part
+// of it, which read half the capacity or less. How the fleet's
+// concurrency splits between the processes is logged, not asserted: it is
+// not fair (the process whose own limit grew first holds most leases; see
+// the README).
+func TestFleetShares(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{Limit: fixedWindow(20),
+			Latency: testserver.Latency{Base: 100 * time.Millisecond, RTT: 40 * time.Millisecond}}))
+		store := &adaptive.MemoryStore{}
+		var wg sync.WaitGroup
+		var got [4]int64
+		var ctrls []*adaptive.Controller
+		for i := range 4 {
+			ctrl, err := adaptive.New(adaptive.WithRobots(false), adaptive.WithJitterSeed(uint64(i+1)), adaptive.WithStore(store))
+			require.NoError(t, err)
+			t.Cleanup(func() { assertIdle(t, ctrl); _ = ctrl.Close() })
+			ctrls = append(ctrls, ctrl)
+			c := newCollectorWith(t, srv, ctrl)
+			var n atomic.Int64
+			c.OnResponse(func(*colly.Response) { n.Add(1) })
+			wg.Go(func() {
+				crawl(t, c, 6, 60*time.Second, srv.HostURL("a.test"))
+				got[i] = n.Load()
+			})
+		}
+		wg.Wait()
+		st := srv.Stats("a.test")
+		good := float64(window(st, 20*time.Second, 60*time.Second)) / 40
+		s, _ := ctrls[0].Snapshot("a.test")
+		t.Logf("goodput %.2f/s of 20 (20-60 s), 429s %d of %d, violations %d; per process %v; estimate %.2f, limit %.0f",
+			good, st.ByStatus[429], st.Requests, st.PauseViolations, got, s.Estimate, s.Limit)
+		// goodput over runs: 17.65-19.98/s (the target of 95 %, 19/s, is
+		// met in about half the runs; README); the floor here is a
+		// regression guard
+		assert.GreaterOrEqual(t, good, 0.85*20)
+		assert.Zero(t, st.PauseViolations)
+		assert.GreaterOrEqual(t, s.Estimate, 0.85*20, "the estimate is the fleet's capacity, not a process's part")
 	})
 }

@@ -77,6 +77,9 @@ type Grant struct {
 	// Live is how many processes acquired on the scope lately, this one
 	// included.
 	Live int
+	// InUse: with this lease, the fleet's concurrency limit is all in use
+	// (the leases held are at the limit asked).
+	InUse bool
 }
 
 // Release returns a lease and publishes decisions (Store.Release).
@@ -92,6 +95,9 @@ type Release struct {
 	// Version; the new version is Version+1.
 	State   []byte
 	Version uint64
+	// Accepted: the answer was a success, counted in the fleet's accepted
+	// rate (Settlement.Accepted).
+	Accepted bool
 }
 
 // Settlement is what Store.Release did.
@@ -104,6 +110,10 @@ type Settlement struct {
 	// Paused is the shared pause in force, and Reason why.
 	Paused time.Duration
 	Reason Reason
+	// Accepted is the fleet's accepted answers over the last second (this
+	// one included), per second: what the law measures a capacity by,
+	// where each process alone sees only its part.
+	Accepted float64
 }
 
 // MemoryStore is a Store for collectors in one process (several Controllers
@@ -129,6 +139,35 @@ type memoryScope struct {
 	leases     map[string]time.Time // lease -> expiry
 	procs      map[string]time.Time // process -> expiry
 	used       time.Time
+	acc        acceptedRing
+}
+
+// acceptedRing counts accepted answers per eighth of a second, the last
+// second of them.
+type acceptedRing struct {
+	n    [8]uint32
+	tick int64 // of the newest slot
+}
+
+const acceptedSlot = time.Second / 8
+
+// add counts n answers at tick t and returns the count over the last
+// second.
+func (a *acceptedRing) add(t int64, n uint32) uint32 {
+	if t > a.tick {
+		for i := a.tick + 1; i <= min(t, a.tick+8); i++ {
+			a.n[i%8] = 0
+		}
+		a.tick = t
+	}
+	if t > a.tick-8 {
+		a.n[t%8] += n
+	}
+	var sum uint32
+	for _, v := range a.n {
+		sum += v
+	}
+	return sum
 }
 
 const memoryStoreIdle = 10 * time.Minute
@@ -195,14 +234,14 @@ func (m *MemoryStore) Acquire(_ context.Context, a Acquisition) (Grant, error) {
 		}
 	}
 	if a.Limit > 0 && len(s.leases) >= a.Limit {
-		// the fleet's limit is in use: ask again when the first lease
-		// could be back, or after a short while
+		// the fleet's limit is in use: ask again after a short while
 		g.Wait = max(g.Paused, 10*time.Millisecond)
 		return g, nil
 	}
 	m.seq++
 	g.Lease = a.Process + "/" + itoa(m.seq)
 	s.leases[g.Lease] = now.Add(a.LeaseTTL)
+	g.InUse = a.Limit > 0 && len(s.leases) >= a.Limit
 	slot := now
 	if s.tat.After(slot) {
 		slot = s.tat
@@ -246,6 +285,11 @@ func (m *MemoryStore) Release(_ context.Context, r Release) (Settlement, error) 
 	if now.Before(s.pauseUntil) {
 		st.Paused, st.Reason = s.pauseUntil.Sub(now), s.reason
 	}
+	var n uint32
+	if r.Accepted {
+		n = 1
+	}
+	st.Accepted = float64(s.acc.add(now.UnixNano()/int64(acceptedSlot), n))
 	return st, nil
 }
 

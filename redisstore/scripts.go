@@ -48,7 +48,7 @@ end
 // acquireScript: ARGV 1 process, 2 interval (µs), 3 limit, 4 version the
 // caller holds, 5 its state to seed with ("" for none), 6 lease TTL (µs),
 // 7 lease name, 8 key TTL (ms). Returns {lease or "", wait µs, paused µs,
-// reason, state or false, version, live}.
+// reason, state or false, version, live, in use 0/1}.
 var acquireScript = redis.NewScript(prelude + `
 local interval = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
@@ -74,21 +74,26 @@ local paused = 0
 if pause > now then paused = pause - now else reason = 0 end
 
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-local lease, wait = '', math.max(paused, 10000)
-if limit <= 0 or redis.call('ZCARD', KEYS[3]) < limit then
+local lease, wait, inuse = '', math.max(paused, 10000), 0
+local held = redis.call('ZCARD', KEYS[3])
+if limit <= 0 or held < limit then
   redis.call('ZADD', KEYS[3], now + ttl, ARGV[7])
   local slot = math.max(tat, now, pause)
   redis.call('HSET', KEYS[1], 'tat', slot + interval)
   lease, wait = ARGV[7], slot - now
+  if limit > 0 and held + 1 >= limit then inuse = 1 end
 end
 for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], keyttl) end
-return {lease, wait, paused, reason, out, ver, live}
+return {lease, wait, paused, reason, out, ver, live, inuse}
 `)
 
 // releaseScript: ARGV 1 process, 2 lease ("" for none), 3 pause (µs, 0
 // for none), 4 reason, 5 state to commit ("" for none), 6 version it
-// derives from, 7 key TTL (ms), 8 the pause channel, 9 the scope. Returns
-// {committed 0/1, state or false, version, paused µs, reason}.
+// derives from, 7 key TTL (ms), 8 the pause channel, 9 the scope, 10
+// accepted 0/1. Returns {committed 0/1, state or false, version, paused
+// µs, reason, accepted answers over the last second}. The accepted count
+// is kept per eighth of a second in the schedule's hash (fields a0..a7,
+// each with its tick in t0..t7).
 var releaseScript = redis.NewScript(prelude + `
 local keyttl = tonumber(ARGV[7])
 if ARGV[2] ~= '' then redis.call('ZREM', KEYS[3], ARGV[2]) end
@@ -111,8 +116,23 @@ if ARGV[5] ~= '' and ver == ARGV[6] then
   redis.call('HSET', KEYS[2], 'state', ARGV[5], 'version', ver)
   committed, state = 1, false
 end
+local tick = math.floor(now / 125000)
+local slot = tick % 8
+local f = {}
+for i = 0, 7 do f[#f + 1] = 'a' .. i; f[#f + 1] = 't' .. i end
+local ring = redis.call('HMGET', KEYS[1], unpack(f))
+local acc = 0
+for i = 0, 7 do
+  local n, at = num(ring[2 * i + 1]), num(ring[2 * i + 2])
+  if i == slot and at ~= tick then n = 0 end
+  if i == slot and ARGV[10] == '1' then
+    n = n + 1
+    redis.call('HSET', KEYS[1], 'a' .. i, n, 't' .. i, tick)
+  end
+  if (i == slot) or (at > tick - 8 and at <= tick) then acc = acc + n end
+end
 for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], keyttl) end
-return {committed, state, ver, paused, reason}
+return {committed, state, ver, paused, reason, acc}
 `)
 
 // renewScript: ARGV 1 process, 2 lease TTL (µs), 3 key TTL (ms), 4... the

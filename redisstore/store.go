@@ -93,7 +93,7 @@ func (s *Store) Acquire(ctx context.Context, a adaptive.Acquisition) (adaptive.G
 
 // grantOf reads acquireScript's reply.
 func grantOf(res []any) (adaptive.Grant, error) {
-	r := reply{op: "acquire", v: res, n: 7}
+	r := reply{op: "acquire", v: res, n: 8}
 	g := adaptive.Grant{
 		Lease:   r.str(0),
 		Wait:    r.micros(1),
@@ -102,6 +102,7 @@ func grantOf(res []any) (adaptive.Grant, error) {
 		State:   r.bytes(4),
 		Version: r.version(5),
 		Live:    int(r.int(6, math.MaxInt32)),
+		InUse:   r.int(7, 1) == 1,
 	}
 	return g, r.err
 }
@@ -110,7 +111,7 @@ func grantOf(res []any) (adaptive.Grant, error) {
 func (s *Store) Release(ctx context.Context, rel adaptive.Release) (adaptive.Settlement, error) {
 	res, err := releaseScript.Run(ctx, s.c, s.keys(rel.Scope),
 		rel.Process, rel.Lease, max(micros(rel.Pause), 0), int(rel.Reason), string(rel.State),
-		strconv.FormatUint(rel.Version, 10), s.keyTTL.Milliseconds(), s.channel(), rel.Scope).Slice()
+		strconv.FormatUint(rel.Version, 10), s.keyTTL.Milliseconds(), s.channel(), rel.Scope, boolArg(rel.Accepted)).Slice()
 	if err != nil {
 		return adaptive.Settlement{}, fmt.Errorf("redisstore: release %q: %w", rel.Scope, err)
 	}
@@ -119,15 +120,23 @@ func (s *Store) Release(ctx context.Context, rel adaptive.Release) (adaptive.Set
 
 // settlementOf reads releaseScript's reply.
 func settlementOf(res []any) (adaptive.Settlement, error) {
-	r := reply{op: "release", v: res, n: 5}
+	r := reply{op: "release", v: res, n: 6}
 	st := adaptive.Settlement{
 		Committed: r.int(0, 1) == 1,
 		State:     r.bytes(1),
 		Version:   r.version(2),
 		Paused:    r.micros(3),
 		Reason:    adaptive.Reason(r.int(4, 255)),
+		Accepted:  float64(r.int(5, math.MaxInt32)),
 	}
 	return st, r.err
+}
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }
 
 // reply reads a script's reply; the first value out of shape is its err.

@@ -206,10 +206,10 @@ func TestFleet(t *testing.T) {
 	}
 
 	// a rate ceiling of 9/s is the fleet's; Redis is killed at 1.5 s and
-	// back at 3 s
+	// back at 3.5 s
 	t0 := site.Elapsed()
 	time.AfterFunc(1500*time.Millisecond, rs.stop)
-	time.AfterFunc(3000*time.Millisecond, rs.start)
+	time.AfterFunc(3500*time.Millisecond, rs.start)
 	run("a.test", 5*time.Second)
 	a := site.Stats("a.test")
 	rate := func(from, to time.Duration) float64 {
@@ -221,11 +221,12 @@ func TestFleet(t *testing.T) {
 		}
 		return float64(n) / (to - from).Seconds()
 	}
-	up, down := rate(250*time.Millisecond, 1500*time.Millisecond), rate(1750*time.Millisecond, 3000*time.Millisecond)
+	up, down := rate(250*time.Millisecond, 1500*time.Millisecond), rate(1600*time.Millisecond, 3400*time.Millisecond)
 	t.Logf("a.test, ceiling 9/s for the fleet: %.1f/s with Redis, %.1f/s while it is down (each process on a third)", up, down)
-	assert.LessOrEqual(t, up, 9*1.15)
+	// a window's count is off by one send at either end: 2 sends of slack
+	assert.LessOrEqual(t, up, 9+2/1.25)
 	assert.GreaterOrEqual(t, up, 9*0.8)
-	assert.LessOrEqual(t, down, 9*1.15, "each process on its share, not 9/s each")
+	assert.LessOrEqual(t, down, 9+2/1.8, "each process on its share, not 9/s each")
 	assert.Greater(t, down, 9*0.5, "and not stopped")
 	assert.Zero(t, failed.Load(), "no request lost")
 	out := logs.String()

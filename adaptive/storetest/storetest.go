@@ -60,6 +60,7 @@ func Run(t *testing.T, h Harness) {
 		{"Live", live},
 		{"Concurrent", concurrent},
 		{"Notifier", notifier},
+		{"Accepted", accepted},
 		{"Scopes", scopes},
 	}
 	for _, tc := range tests {
@@ -169,6 +170,8 @@ func leases(e *env) {
 	c1, c2, c3 := e.acquire(a), e.acquire(a), e.acquire(a)
 	require.NotEmpty(e.t, c1.Lease)
 	require.NotEmpty(e.t, c2.Lease)
+	assert.False(e.t, c1.InUse, "one lease of two")
+	assert.True(e.t, c2.InUse, "with the second, the limit is all in use")
 	assert.Empty(e.t, c3.Lease, "the fleet's limit is in use")
 	assert.Positive(e.t, c3.Wait, "ask again after a while, not at once")
 	e.release(adaptive.Release{Scope: "c", Lease: c1.Lease})
@@ -343,4 +346,20 @@ func scopes(e *env) {
 		g := e.acquire(adaptive.Acquisition{Scope: name, Rate: 1})
 		e.near(time.Duration(i+1)*time.Minute, g.Paused, fmt.Sprintf("scope %q keeps its own pause", name))
 	}
+}
+
+// Release counts the fleet's accepted answers over the last second.
+func accepted(e *env) {
+	var st adaptive.Settlement
+	for range 3 {
+		st = e.release(adaptive.Release{Scope: "acc", Accepted: true})
+	}
+	assert.Equal(e.t, 3.0, st.Accepted, "three accepted answers")
+	st = e.release(adaptive.Release{Scope: "acc", Process: "p2"})
+	assert.Equal(e.t, 3.0, st.Accepted, "a release that is not one counts nothing, from any process")
+	st = e.release(adaptive.Release{Scope: "other", Accepted: true})
+	assert.Equal(e.t, 1.0, st.Accepted, "per scope")
+	time.Sleep(1100*time.Millisecond + e.slack)
+	st = e.release(adaptive.Release{Scope: "acc", Accepted: true})
+	assert.Equal(e.t, 1.0, st.Accepted, "those of more than a second ago are gone")
 }

@@ -176,8 +176,8 @@ type Law struct {
 	// sends in this round, and those the pacer held back
 	roundSends, roundPaced uint16
 
-	// the latency signal: successes' round trips, their unloaded minimum
-	// over minRTTSpan (in rttSlots parts) and this round's mean
+	// the latency signal: successes' round trips, this round's mean, and
+	// the least round mean over minRTTSpan (in rttSlots parts)
 	rttSlot  time.Duration // the current part's start
 	latEMA   float32       // seconds: successes' round trips, smoothed
 	roundSum float32       // seconds
@@ -185,6 +185,11 @@ type Law struct {
 	roundN   uint16
 	rttAt    uint8
 	rttMin   [rttSlots]float32 // seconds; 0: empty
+
+	// the fleet's accepted rate (FleetAccepted), req/s, and when it was
+	// told (0: never)
+	fleetAcc float32
+	fleetAt  time.Duration
 }
 
 // Init starts the law at now.
@@ -289,8 +294,8 @@ func (l *Law) RoundTrip(rtt time.Duration) {
 	l.srtt += (rtt - l.srtt) / 8
 }
 
-// MinRTT is the unloaded round trip: the least a success took over the
-// last ten minutes.
+// MinRTT is the unloaded round trip: the least mean round trip of the
+// successes of a round (of four at least) over the last ten minutes.
 func (l *Law) MinRTT() time.Duration {
 	m := float32(0)
 	for _, v := range l.rttMin {
@@ -301,8 +306,8 @@ func (l *Law) MinRTT() time.Duration {
 	return time.Duration(float64(m) * float64(time.Second))
 }
 
-// latency feeds a success's round trip to the unloaded minimum and this
-// round's mean.
+// latency feeds a success's round trip to this round's mean (judgeLatency
+// folds the round's mean into the unloaded baseline).
 func (l *Law) latency(now time.Duration) {
 	if now-l.rttSlot >= minRTTSpan/rttSlots {
 		l.rttAt = (l.rttAt + 1) % rttSlots
@@ -312,9 +317,6 @@ func (l *Law) latency(now time.Duration) {
 	s := l.lastRTT
 	if s <= 0 {
 		return
-	}
-	if m := &l.rttMin[l.rttAt]; *m == 0 || s < *m {
-		*m = s
 	}
 	if l.latEMA == 0 {
 		l.latEMA = s
@@ -340,12 +342,23 @@ func (l *Law) queueing(f float64) bool {
 // would be latencyHigh times the unloaded one, the knee: full throughput, a
 // short queue.
 func (l *Law) judgeLatency() {
-	if mean := float64(l.roundSum) / float64(max(l.roundN, 1)); l.roundN >= 4 && mean > latencyHigh*l.MinRTT().Seconds() {
-		nl := math.Max(math.Floor(l.limit*latencyHigh*l.MinRTT().Seconds()/mean+1e-6), float64(l.cfg.MinConcurrency)) // the sums are float32
+	base := l.MinRTT().Seconds()
+	if mean := float64(l.roundSum) / float64(max(l.roundN, 1)); base > 0 && l.roundN >= 4 && mean > latencyHigh*base {
+		nl := math.Max(math.Floor(l.limit*latencyHigh*base/mean+1e-6), float64(l.cfg.MinConcurrency)) // the sums are float32
 		if nl < l.limit {
 			l.limit = nl
 			l.ssthresh = float32(nl)
 			l.cepoch++
+		}
+	}
+	if l.roundN >= 4 {
+		// the unloaded round trip is the least mean of a round: pages
+		// differ (robots.txt, a redirect, a cached page answer faster than
+		// a search), and the least single answer would make any mix of
+		// them read as a queue
+		mean := l.roundSum / float32(l.roundN)
+		if m := &l.rttMin[l.rttAt]; *m == 0 || mean < *m {
+			*m = mean
 		}
 	}
 	l.roundSum, l.roundN = 0, 0
@@ -458,6 +471,24 @@ func (l *Law) advance(t int64) {
 // and cost 9 to 18 points on the drop and sliding-window families of the
 // simulator.)
 func (l *Law) accepted(now time.Duration) float64 {
+	if l.fleetAt != 0 && now-l.fleetAt <= time.Second {
+		// a fleet's: this process's count is only its part
+		return math.Max(float64(l.fleetAcc), l.ownAccepted(now))
+	}
+	return l.ownAccepted(now)
+}
+
+// FleetAccepted tells the law the accepted rate of the whole fleet at now
+// (a shared store counts it), req/s: for a second, the law measures the
+// capacity by it rather than by this process's part.
+func (l *Law) FleetAccepted(now time.Duration, perSecond float64) {
+	if !(perSecond >= 0) || math.IsInf(perSecond, 0) {
+		return
+	}
+	l.fleetAcc, l.fleetAt = float32(perSecond), max(now, 1)
+}
+
+func (l *Law) ownAccepted(now time.Duration) float64 {
 	t := tick(now)
 	l.advance(t)
 	var n int

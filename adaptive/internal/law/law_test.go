@@ -364,8 +364,9 @@ func TestLatencyKnee(t *testing.T) {
 		answer(100*ms+time.Duration(i)*ms, 100*ms, true)
 	}
 	require.Equal(t, 8.0, l.Limit())
-	assert.InDelta(t, float64(100*ms), float64(l.MinRTT()), float64(time.Microsecond))
+	assert.Zero(t, l.MinRTT(), "no round closed yet: no baseline")
 	answer(sec, 100*ms, false) // closes the first round
+	assert.InDelta(t, float64(100*ms), float64(l.MinRTT()), float64(time.Microsecond), "the first round's mean")
 	// queueing: 160 ms over the whole next round; in use, the limit does
 	// not grow once the smoothed round trip is over 1.1 times the unloaded
 	for i := range 20 {
@@ -376,6 +377,33 @@ func TestLatencyKnee(t *testing.T) {
 	// 1.2 times the unloaded one, 8 × 1.2 × 100 / 160 = 6
 	answer(2*sec+10*ms, 160*ms, false)
 	assert.Equal(t, 6.0, l.Limit())
+}
+
+// The unloaded baseline is a round's mean, not the fastest answer: a crawl
+// whose pages differ (robots.txt in 5 ms beside pages of 100 ms) is not
+// read as queueing, and its limit is not cut.
+func TestLatencyMixedPages(t *testing.T) {
+	c := cfg
+	c.StartConcurrency = 8
+	var l law.Law
+	l.Init(&c, 0)
+	at := time.Duration(0)
+	answer := func(rtt time.Duration) {
+		at += 50 * ms
+		tk := l.Sent(at-rtt, 100, 4, false, false)
+		l.RoundTrip(rtt)
+		l.Observe(at, tk, law.Success)
+	}
+	for round := range 10 {
+		if round%3 == 0 {
+			answer(5 * ms) // a fast answer in some rounds
+		}
+		for range 20 {
+			answer(100 * ms)
+		}
+	}
+	assert.Equal(t, 8.0, l.Limit(), "a mix of fast and slow answers is not a queue")
+	assert.Greater(t, l.MinRTT(), 90*ms)
 }
 
 // Seed starts the law at a known capacity: no slow start; a law that has
@@ -464,4 +492,31 @@ func TestSharedAndAdopt(t *testing.T) {
 	b.Adopt(90*ms, law.Shared{Rate: -1, Limit: 1})
 	b.Adopt(90*ms, law.Shared{Rate: 5, Limit: 0})
 	assert.Equal(t, before, b.Rate())
+}
+
+// In a fleet, a throttle measures the capacity by the fleet's accepted
+// rate (FleetAccepted, fresh for a second), not by this process's part.
+func TestFleetAccepted(t *testing.T) {
+	run := func(fleet float64, age time.Duration) float64 {
+		c := cfg
+		var l law.Law
+		l.Init(&c, 0)
+		at := time.Duration(0)
+		// this process's part: 5 accepted answers a second
+		for range 20 {
+			at += 200 * ms
+			tk := l.Sent(at-10*ms, 32, 1, false, true)
+			l.RoundTrip(10 * ms)
+			l.Observe(at, tk, law.Success)
+		}
+		if fleet > 0 {
+			l.FleetAccepted(at-age, fleet)
+		}
+		tk := l.Sent(at, 32, 1, false, true)
+		l.Observe(at+ms, law.Ticket{Sent: at, Rate: 32, Epoch: tk.Epoch, CEpoch: tk.CEpoch}, law.Throttled)
+		return l.Estimate()
+	}
+	assert.InDelta(t, 32.0/2*0.97, run(0, 0), 1e-6, "alone: its own 5/s reads low, the rule of half the rate throttled holds")
+	assert.InDelta(t, 20*0.97, run(20, 0), 1e-6, "the fleet's 20/s")
+	assert.InDelta(t, 32.0/2*0.97, run(20, 2*time.Second), 1e-6, "a fleet figure two seconds old is not used")
 }
