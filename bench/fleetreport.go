@@ -159,13 +159,13 @@ func (r *fleetResult) misses() []string {
 		if o.RejectedPct > outageRejectedTarget {
 			miss = append(miss, fmt.Sprintf("rejected %.2f %% while down > %.0f %%", o.RejectedPct, outageRejectedTarget))
 		}
-		if o.OverSharedPct > outageOverTarget {
+		if o.OverSharedPct > outageOverTarget+1e-9 { // 11 sends against 10 is 10 %, not more
 			miss = append(miss, fmt.Sprintf("%d sends in one second while down: %+.1f %% over the last shared rate %.2f", o.MaxBin, o.OverSharedPct, o.SharedRate))
 		}
 		if o.SharedAgainS == nil || *o.SharedAgainS > sharedAgainTarget.Seconds() {
 			miss = append(miss, "shared again after "+o.sharedAgain())
 		}
-		if o.CeilingOverPct > outageOverTarget {
+		if o.CeilingOverPct > outageOverTarget+1e-9 {
 			miss = append(miss, fmt.Sprintf("b.test %d sends in one second while down: %+.1f %% over its ceiling %.0f", o.CeilingMaxBin, o.CeilingOverPct, fleetCeiling))
 		}
 	} else {
