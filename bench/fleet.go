@@ -290,7 +290,37 @@ type outage struct {
 	// After: from 5 s after Redis is back to the end.
 	AfterGoodputPct  float64 `json:"after_goodput_pct"`
 	AfterRejectedPct float64 `json:"after_rejected_pct"`
+	// Timeline is each process's view of a.test, second by second of the
+	// server's clock (its last sample in that second): how the fleet's
+	// rate, estimate and concurrency limit went through the outage.
+	Timeline []procTimeline `json:"timeline"`
 }
+
+// procTimeline is one process's a.test snapshots, one per second (-1:
+// no sample in that second).
+type procTimeline struct {
+	Proc     int       `json:"proc"`
+	Rate     []float64 `json:"rate"`
+	Estimate []float64 `json:"estimate"`
+	Limit    []float64 `json:"limit"`
+}
+
+// timeline is r's a.test samples, one per second of [0, n).
+func timeline(r childReport, n time.Duration, at func(int64) time.Duration) procTimeline {
+	secs := int(n / time.Second)
+	t := procTimeline{Proc: r.Proc, Rate: make([]float64, secs), Estimate: make([]float64, secs), Limit: make([]float64, secs)}
+	for i := range secs {
+		t.Rate[i], t.Estimate[i], t.Limit[i] = -1, -1, -1
+	}
+	for _, s := range r.Samples {
+		if i := int(at(s.At) / time.Second); s.Host == fleetTarget && i >= 0 && i < secs {
+			t.Rate[i], t.Estimate[i], t.Limit[i] = round2(s.Rate), round2(s.Estimate), round2(s.Limit)
+		}
+	}
+	return t
+}
+
+func round2(x float64) float64 { return math.Round(x*100) / 100 }
 
 func (r *fleetResult) name() string {
 	if r.Outage != nil {
@@ -491,6 +521,9 @@ func measureOutage(o *outage, a testserver.Stats, ceiled []time.Duration, report
 	if all && len(reports) > 0 {
 		v := slowest.Seconds()
 		o.SharedAgainS = &v
+	}
+	for _, r := range reports {
+		o.Timeline = append(o.Timeline, timeline(r, length, at))
 	}
 	after := backAt + 5*time.Second
 	if after < length {

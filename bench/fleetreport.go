@@ -66,6 +66,11 @@ func (r *fleetResult) printSeconds(out io.Writer) {
 	n := r.n.Truncate(time.Second)
 	fmt.Fprintf(out, "      a.test accepted/s %v\n      a.test rejected/s %v\n      b.test sent/s     %v\n",
 		bins(r.accepted, 0, n), bins(r.rejected, 0, n), bins(r.ceiled, 0, n))
+	if o := r.Outage; o != nil {
+		for _, t := range o.Timeline {
+			fmt.Fprintf(out, "      process %d a.test rate/s %v\n      process %d a.test limit  %v\n", t.Proc, t.Rate, t.Proc, t.Limit)
+		}
+	}
 }
 
 // printFleet prints the fleet run: its set-up, a table of the cells by

@@ -118,6 +118,8 @@
 // just before the kill, averaged) and on b.test against its ceiling; and
 // the time from Redis answering again to the last process logging "shared
 // store back" (each process reports its log lines with their times).
+// Its JSON (and -v) also holds each process's a.test rate, estimate and
+// concurrency limit, second by second.
 package main
 
 import (
