@@ -46,23 +46,37 @@ func readCPU() cpuSample {
 			s.busy += n
 		}
 	}
-	self, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
+	self, ok := procTicks("self")
+	if !ok {
 		return cpuSample{}
 	}
+	s.self, s.ok = self, true
+	return s
+}
+
+// clockTicks is the unit of /proc's CPU times per second (USER_HZ, 100 on
+// every Linux the bench runs on).
+const clockTicks = 100
+
+// procTicks is the CPU time (user and system) that process pid ("self"
+// for this one) has used, in clock ticks, from /proc/PID/stat.
+func procTicks(pid string) (uint64, bool) {
+	stat, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0, false
+	}
 	// the command name, in parentheses, may hold spaces: count after it
-	_, rest, found := strings.Cut(string(self), ") ")
+	_, rest, found := strings.Cut(string(stat), ") ")
 	g := strings.Fields(rest)
 	if !found || len(g) < 13 {
-		return cpuSample{}
+		return 0, false
 	}
 	utime, err1 := strconv.ParseUint(g[11], 10, 64)
 	stime, err2 := strconv.ParseUint(g[12], 10, 64)
 	if err1 != nil || err2 != nil {
-		return cpuSample{}
+		return 0, false
 	}
-	s.self, s.ok = utime+stime, true
-	return s
+	return utime + stime, true
 }
 
 // foreign is the share of the machine's CPU time that other processes used

@@ -66,6 +66,60 @@
 //
 // Cells run one after the other by default: on a small machine, cells run
 // side by side (-parallel) perturb each other's timing.
+//
+// # Fleet mode
+//
+// -fleet runs several OS processes as one polite client through Redis
+// (adaptive.WithStore with package redisstore) instead of the scenarios:
+//
+//	go run ./bench -fleet 1,2,4,8 -json bench/results-fleet.json -v   # 60-s cells, then the outage cell (about 6 minutes)
+//	go run ./bench -fleet 1,2,4,8 -duration 30s -outage 0            # shorter cells, no outage cell
+//	go run ./bench -short -fleet 1,2                                  # smoke run: 3-s cells, a 1-s outage; nothing is judged
+//
+// The bench starts one redis-server on a free loopback port (REDIS_URL, if
+// set, is used instead, and the outage cell is skipped: it kills Redis;
+// without either, -fleet fails with one line, and -short skips unless
+// REDISSTORE_REQUIRED is set). Each cell gets a fresh testserver with two
+// loopback hosts, a.test (a fixed window of 20/s, 100 ms + 40 ms RTT: the
+// reference family of the single-process figures, low enough for eight
+// processes on two cores) and b.test (no limit, 50 ms + 40 ms RTT, under
+// a Rule.Rate of 10/s: a ceiling the fleet must keep as one client), and N
+// processes of this program (re-executed with a hidden argument), each with
+// its own Colly collector and adaptive.Attach sharing one Redis, and
+// -fleet-workers goroutines per host, crawling both hosts by name
+// (http://a.test, dialled at the host's listener) for -duration (default
+// 60 s in fleet mode). robots.txt is off unless -fleet-robots: testserver
+// answers robots.txt without the origin's processing time, and as of
+// 1945616 that round trip becomes the scope's unloaded minimum, so that
+// the latency knee holds the concurrency limit at 1 whatever the fleet.
+// Each process times its store calls and reports as JSON on its standard
+// output; processes stop by themselves at the end of the cell, when the
+// bench's pipe to them closes, or (Linux) when the bench dies. Per N, after
+// the warm-up (the first quarter):
+//
+//	goodput       a.test's accepted requests per second, and as a share of 20/s
+//	rejected      a.test's 429s as a share of its requests
+//	violations    pause violations (testserver's), both hosts, whole run
+//	per process   the least and the most one process sent per second to
+//	              a.test (the spread of the fleet's shares)
+//	b.test        the fleet's rate on b.test and its busiest second; the
+//	              ceiling is kept if the rate is within 2 % of 10/s
+//	store RTT     mean, median and 99th percentile of the processes'
+//	              Acquire, Release and Renew calls that succeeded
+//	calls/send    store calls per request on the wire (all hosts; a.test alone)
+//	CPU           the machine's busy share during the cell, and the fleet's
+//	              processes', redis-server's and the rest's (Linux)
+//
+// Then the outage cell: -outage-procs processes for -duration + -outage,
+// Redis killed (SIGKILL) at half of -duration and started again, empty, on
+// the same port -outage later. It reports a.test's rejected share while
+// Redis is down; the fleet's requests in each second of the outage, on
+// a.test against the last shared rate (the rate in force in each process
+// just before the kill, averaged) and on b.test against its ceiling; and
+// the time from Redis answering again to the last process logging "shared
+// store back" (each process reports its log lines with their times).
+// Its JSON (and -v) also holds each process's a.test rate, estimate and
+// concurrency limit, second by second.
 package main
 
 import (
@@ -80,12 +134,17 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/colly-polite/polite/internal/demo"
 )
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == workerFlag {
+		childMain(os.Args[2]) // one process of a fleet cell
+		return
+	}
 	duration := flag.Duration("duration", 20*time.Second, "length of each cell (scenario × contender), on the server's clock; S10 runs 4 times as long")
 	short := flag.Bool("short", false, "smoke run: 2 s cells, 4 at a time, 20 pages in S11 (unless -duration, -parallel or -pages say otherwise); figures are not meaningful and not judged")
 	only := flag.String("scenario", "", "comma-separated scenarios to run (default: all), e.g. S1,S4")
@@ -99,7 +158,28 @@ func main() {
 	rerun := flag.Int("rerun", 0, "re-run a cell up to this many times while other processes took more than twice -quiet of the CPU during it; the least perturbed run is kept")
 	verbose := flag.Bool("v", false, "print each cell's accepted and rejected requests per second of the target host")
 	seed := flag.Uint64("seed", 1, "seed of the baselines' random draws and of the server's latency jitter (adaptive keeps its default random seed)")
+	fleet := flag.String("fleet", "", "fleet mode: comma-separated process counts, e.g. 1,2,4,8: that many processes share one Redis (instead of the scenarios)")
+	outage := flag.Duration("outage", 10*time.Second, "fleet mode: how long Redis is down in the outage cell; 0: no outage cell")
+	outageProcs := flag.Int("outage-procs", 4, "fleet mode: processes in the outage cell")
+	fleetWorkers := flag.Int("fleet-workers", 6, "fleet mode: goroutines per host in each process")
+	fleetRobots := flag.Bool("fleet-robots", false, "fleet mode: robots.txt on in the fleet's controllers (Attach's default; off by default here: see the doc comment)")
 	flag.Parse()
+	if *fleet != "" {
+		procs, err := parseProcs(*fleet)
+		if err != nil {
+			log.Fatal(err)
+		}
+		demo.Short(*short, map[string]string{"duration": "3s", "outage": "1s", "outage-procs": "2", "quiet": "0"})
+		demo.Short(true, map[string]string{"duration": "60s"}) // fleet cells are 60 s unless -duration says otherwise
+		if *duration < 2*time.Second || *outage < 0 || *outageProcs < 1 || *fleetWorkers < 1 {
+			log.Fatal("bench: fleet mode needs -duration >= 2s, -outage >= 0, -outage-procs >= 1 and -fleet-workers >= 1")
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := fleetMain(ctx, fleetConfig{procs: procs, n: *duration, outage: *outage, outageProcs: *outageProcs,
+			workers: *fleetWorkers, robots: *fleetRobots, seed: *seed, quiet: *quiet, patience: *patience, short: *short, verbose: *verbose, jsonOut: *jsonOut})
+		stop()
+		os.Exit(code)
+	}
 	demo.Short(*short, map[string]string{"duration": "2s", "parallel": "4", "quiet": "0", "rerun": "0", "pages": "20"})
 	if *duration < time.Second {
 		log.Fatal("bench: -duration must be at least 1s")
