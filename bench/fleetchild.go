@@ -127,6 +127,7 @@ func crawlFleet(cfg childConfig, rep *childReport) error {
 	// as redisstore's doc recommends: every call bounded by its context
 	opt.ContextTimeoutEnabled = true
 	opt.DialTimeout = time.Second
+	opt.MaxRetries = -1 // the controller falls back and retries by itself
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	store := &timedStore{Store: redisstore.New(rdb, redisstore.Options{Prefix: cfg.Prefix}),

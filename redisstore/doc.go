@@ -7,6 +7,7 @@
 //		Addr:                  "localhost:6379",
 //		ContextTimeoutEnabled: true, // a slow Redis delays a send by at most a second
 //		DialTimeout:           time.Second,
+//		MaxRetries:            -1, // the controller falls back, and tries again, by itself
 //	})
 //	ctrl := adaptive.Attach(c, adaptive.WithStore(redisstore.New(rdb, redisstore.Options{})))
 //	defer ctrl.Close() // gives the fleet's leases back
@@ -19,5 +20,6 @@
 // Set ContextTimeoutEnabled on the client: without it go-redis ignores the
 // deadline the controller puts on each call, and a Redis that hangs holds
 // a send for the client's ReadTimeout (3 s by default) rather than one
-// second.
+// second. MaxRetries -1 spares the retries go-redis would make within
+// that second (the controller's fallback is the retry).
 package redisstore

@@ -290,6 +290,7 @@ func child(args []string) error {
 	}
 	opt.ContextTimeoutEnabled = true
 	opt.DialTimeout = time.Second
+	opt.MaxRetries = -1 // the controller falls back and retries by itself
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	store := redisstore.New(rdb, redisstore.Options{Prefix: *prefix})
