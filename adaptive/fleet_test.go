@@ -118,19 +118,21 @@ func TestFleetStoreDownFallsBackToAShare(t *testing.T) {
 			c := newCollectorWith(t, srv, ctrl)
 			wg.Go(func() { crawl(t, c, 10, 50*time.Second, srv.HostURL("a.test")) })
 		}
-		var atBreak, atRepair, atBack int64
-		time.AfterFunc(20*time.Second, func() { atBreak = store.calls.Load(); store.broken.Store(true) })
-		time.AfterFunc(40*time.Second, func() { atRepair = store.calls.Load(); store.broken.Store(false) })
-		time.AfterFunc(45*time.Second, func() { atBack = store.calls.Load() })
+		// written by timer goroutines, read after wg.Wait: atomics, as no
+		// other edge orders them
+		var atBreak, atRepair, atBack atomic.Int64
+		time.AfterFunc(20*time.Second, func() { atBreak.Store(store.calls.Load()); store.broken.Store(true) })
+		time.AfterFunc(40*time.Second, func() { atRepair.Store(store.calls.Load()); store.broken.Store(false) })
+		time.AfterFunc(45*time.Second, func() { atBack.Store(store.calls.Load()) })
 		wg.Wait()
 		st = srv.Stats("a.test")
 		// while down, each process tries the store again after 1 s, 2 s,
 		// then every 4 s (at most 8 tries in 20 s), not on every send
-		down := atRepair - atBreak
+		down := atRepair.Load() - atBreak.Load()
 		t.Logf("store calls in the 20 s it was down: %d (sends: %d)", down, window(st, 20*time.Second, 40*time.Second))
 		assert.LessOrEqual(t, down, int64(3*8))
 		// back within 4 s: from 44 s on, every send asks the store again
-		back := store.calls.Load() - atBack
+		back := store.calls.Load() - atBack.Load()
 		t.Logf("store calls from 45 s to 50 s: %d (sends: %d)", back, window(st, 45*time.Second, 50*time.Second))
 		assert.GreaterOrEqual(t, back, int64(window(st, 45*time.Second, 50*time.Second)))
 	})
