@@ -21,8 +21,9 @@ import (
 // store before each send (the lease, the schedule's slot, the fleet's law),
 // one after (the lease back, the pause and the law decided here). When the
 // store fails, the controller falls back to a conservative local share of
-// what it last knew of the fleet (its rate and limit divided by the
-// processes seen), says so once, and comes back by itself.
+// what it last knew of the fleet (its rate divided by the processes seen;
+// the concurrency limit stays this process's own, under that rate), says
+// so once, and comes back by itself.
 type fleet struct {
 	store   Store
 	process string
@@ -286,8 +287,9 @@ func (c *Controller) fleetRelease(s *scope, rel Release) {
 	})
 }
 
-// fleetShare puts scope s on its local share of the fleet: the rate and
-// limit last known, divided by the processes seen on it (a step of the
+// fleetShare puts scope s on its local share of the fleet: the rate last
+// known, divided by the processes seen on it (the concurrency limit is not
+// divided: the rate bounds the sends) (a step of the
 // decision log when the rate moves). It reports whether the share was not
 // in force before.
 func (c *Controller) fleetShare(key string, s *scope) bool {

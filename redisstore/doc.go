@@ -14,8 +14,9 @@
 //
 // Each send costs two round trips to Redis, one script before it and one
 // after. If Redis is down or slow, each process falls back to its share of
-// what the fleet last knew (the rate and concurrency divided by the
-// processes seen), says so once in its log, and comes back by itself.
+// what the fleet last knew (the rate divided by the processes seen; the
+// concurrency limit stays the process's own), says so once in its log, and
+// comes back by itself.
 //
 // Set ContextTimeoutEnabled on the client: without it go-redis ignores the
 // deadline the controller puts on each call, and a Redis that hangs holds
