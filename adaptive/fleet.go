@@ -288,10 +288,9 @@ func (c *Controller) fleetRelease(s *scope, rel Release) {
 }
 
 // fleetShare puts scope s on its local share of the fleet: the rate last
-// known, divided by the processes seen on it (the concurrency limit is not
-// divided: the rate bounds the sends) (a step of the
-// decision log when the rate moves). It reports whether the share was not
-// in force before.
+// known, divided by the processes seen on it, a step of the decision log
+// when the rate moves. The concurrency limit is not divided: the rate
+// bounds the sends. It reports whether the share was not in force before.
 func (c *Controller) fleetShare(key string, s *scope) bool {
 	var changed bool
 	s.fleetStep(c, key, func(now time.Duration) {
