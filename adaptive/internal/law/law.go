@@ -153,6 +153,7 @@ type Law struct {
 	rate       float64 // pacing rate, req/s (before ceilings)
 	est        float64 // capacity estimate, 0 = unknown
 	step       float64 // the next probe's step above the estimate
+	hi         float64 // the rate the last probe failed at, above est (0: none): the bracket's top
 	downStep   float64 // the last small step down
 	ceil       float64 // the lowest ceiling in force, 0 = none
 	nextProbe  time.Duration
@@ -556,13 +557,27 @@ func (l *Law) endRound(now time.Duration) {
 			// the probe rate held for a whole round: the capacity is at
 			// least that
 			l.est *= 1 + l.step
-			l.step = math.Min(l.step*2, 1)
+			l.step = l.nextStep(l.step * 2)
 			l.fastProbe = true
 		}
 		l.ph = Steady
 		l.rate = l.est
 		l.nextProbe = now + l.probeGap()
 	}
+}
+
+// nextStep is the next probe's step above the estimate, want at most:
+// under a rate a probe failed at (hi), half way to it, as a binary search
+// does (BIC-TCP); never under firstStep. A probe that held at or above hi
+// says the capacity rose past it: the bracket is forgotten.
+func (l *Law) nextStep(want float64) float64 {
+	if l.hi > 0 && l.est >= l.hi {
+		l.hi = 0
+	}
+	if l.hi > 0 {
+		want = math.Min(want, (l.hi/l.est-1)/2)
+	}
+	return math.Min(math.Max(want, firstStep), 1)
 }
 
 // probeGap is the wait before the next probe. Clean probes are cheap, so
@@ -597,8 +612,20 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 		l.est = math.Max(math.Min(a, sentRate), sentRate/2) * (1 - margin)
 		fast, cut = true, SlowStartEnd
 	case sentRate > l.est*(1+margin/2):
-		// a probe above the estimate failed: the estimate stands, and the
-		// next probe waits the long gap (a failed probe costs a pause)
+		// a probe above the estimate failed: the capacity is under the
+		// probe rate, and at least what was accepted over the last second
+		// (most of it at the probe rate, over the capacity: a saturated
+		// measurement). A probe that grew far past a capacity that rose
+		// under it learns the new capacity at once. A measurement in the
+		// lower half of the bracket [est, sentRate] is not trusted: a
+		// second that straddles two of the server's windows reads up to
+		// the rate sent, and an estimate above the capacity costs a
+		// throttle a window. The next probe waits the long gap (a failed
+		// probe costs a pause) and goes half way to the failed rate.
+		if m := math.Min(a, sentRate) * (1 - margin); m > (l.est+sentRate)/2 {
+			l.est = m
+		}
+		l.hi = sentRate
 		cut = ProbeFailed
 	case a > 0 && a < l.est*bigDrop:
 		// the capacity fell: the measurement is a lower bound of the new
@@ -625,7 +652,12 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 	l.lastDecr = now
 	l.est = math.Max(l.est, l.cfg.MinRate)
 	l.rate = l.est
-	l.step = firstStep
+	if cut == ProbeFailed {
+		l.step = l.nextStep(1)
+	} else {
+		// the capacity is under the estimate or at it: no bracket above
+		l.hi, l.step = 0, firstStep
+	}
 	l.ph = Steady
 	l.fastProbe = fast
 	l.nextProbe = now + l.probeGap()

@@ -249,6 +249,44 @@ func TestProbe(t *testing.T) {
 		)
 		play(t, cfg, evs)
 	})
+	// n answers accepted at even spacing over [1.125 s, 2 s): the last
+	// second's measurement at 2 s is n / 0.875 s
+	accepted := func(n, id int, rate float64) []ev {
+		var evs []ev
+		for i := range n {
+			at := 1125*ms + time.Duration(i)*875*ms/time.Duration(n)
+			evs = append(evs, ev{at: at, do: "send", id: id + i, rate: rate}, ev{at: at + ms, do: "ok", id: id + i})
+		}
+		return evs
+	}
+	t.Run("a probe far past a risen capacity learns it from what was accepted", func(t *testing.T) {
+		// est 9.7; a probe sent at 20/s fails while 14 were accepted in
+		// the last 0.875 s (16/s): the capacity is in [16, 20), over the
+		// middle of the bracket [9.7, 20], so the estimate is the
+		// measurement less the margin, and the next probe goes half way
+		// to 20
+		est := 16 * 0.97
+		evs := seq(start, accepted(14, 10, 9.7),
+			[]ev{{at: 2 * sec, do: "send", id: 4, rate: 20},
+				{at: 2 * sec, do: "429", id: 4, wantEst: est, wantRate: est, wantPhase: "steady", wantCut: "probe-failure"}},
+			busyRound(11*sec, 30, est),
+			[]ev{{at: 12 * sec, do: "send", id: 31, rate: est, paced: true}, {at: 12*sec + 5*ms, do: "ok", id: 31, wantPhase: "probing", wantRate: est * (1 + (20/est-1)/2)}},
+		)
+		play(t, cfg, evs)
+	})
+	t.Run("at the top of a bracket the estimate stands and the next probe goes half way", func(t *testing.T) {
+		// a probe at 12/s fails with 9 accepted in 0.875 s (10.3/s): in
+		// the lower half of [9.7, 12], which a second straddling two
+		// windows can read too high; the estimate stands and the next
+		// probe is at the middle, 10.85/s, not back at 12
+		evs := seq(start, accepted(9, 10, 9.7),
+			[]ev{{at: 2 * sec, do: "send", id: 4, rate: 12},
+				{at: 2 * sec, do: "429", id: 4, wantEst: 9.7, wantRate: 9.7, wantPhase: "steady", wantCut: "probe-failure"}},
+			busyRound(11*sec, 30, 9.7),
+			[]ev{{at: 12 * sec, do: "send", id: 31, rate: 9.7, paced: true}, {at: 12*sec + 5*ms, do: "ok", id: 31, wantPhase: "probing", wantRate: (9.7 + 12) / 2}},
+		)
+		play(t, cfg, evs)
+	})
 	t.Run("the gap keeps failed probes' pauses under 2 % of the time, at most two minutes", func(t *testing.T) {
 		for _, tc := range []struct {
 			pause, gap time.Duration
