@@ -125,8 +125,8 @@ type Cut uint8
 const (
 	NoCut        Cut = iota
 	SlowStartEnd     // the first: slow start ends at a measured estimate
-	ProbeFailed      // sent above the estimate: the estimate stands
-	Drop             // the accepted rate fell far under the estimate: it is the new one
+	ProbeFailed      // sent above the estimate: it stands, or a saturated measurement high in the bracket replaces it
+	Drop             // the accepted rate fell far under the estimate: it is the new one (at least est/8)
 	StepDown         // a rate judged clean was throttled: a small step down
 )
 
