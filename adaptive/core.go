@@ -74,7 +74,6 @@ func (c *core) decide(now time.Duration, st *settings) decision {
 	case c.pace.b.Take(now):
 		return decision{kind: sendNow}
 	}
-	c.law.Held(now)
 	c.held = true
 	wake := max(c.pace.b.Next(), now+time.Microsecond)
 	if wake-now > st.MaxPause {

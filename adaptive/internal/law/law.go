@@ -272,11 +272,6 @@ func (l *Law) PacedElsewhere() {
 	}
 }
 
-// Held tells the law that the pacer held a send back at now. A round in
-// which most sends were held back (Sent's paced) had the rate as its
-// bottleneck: slow start and probes move only then.
-func (l *Law) Held(now time.Duration) {}
-
 // RoundTrip folds the round trip of one answer (to its response headers)
 // into the smoothed RTT that sizes the law's rounds. Call it before Observe
 // of the same answer: a success's round trip also feeds the latency signal

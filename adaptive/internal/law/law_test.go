@@ -24,7 +24,7 @@ var cfg = law.Config{InitialRate: 2, MinRate: 0.05, StartConcurrency: 4, MinConc
 type ev struct {
 	at time.Duration
 	// send: a send at rate (inflight in flight, the limit in use or not),
-	// kept as ticket number id. held: the pacer held a send back. ok, 429,
+	// kept as ticket number id (paced: the pacer held it back). ok, 429,
 	// 503: the answer to ticket id. ceil: the lowest ceiling is rate.
 	// hold: hold increases until at+d. pause: a pause of d from at.
 	do       string
@@ -57,8 +57,6 @@ func play(t *testing.T, c law.Config, evs []ev) {
 		switch e.do {
 		case "send":
 			tickets[e.id] = l.Sent(e.at, e.rate, max(e.inflight, 1), e.inUse, e.paced)
-		case "held":
-			l.Held(e.at)
 		case "ok", "429", "503":
 			tk, ok := tickets[e.id]
 			require.True(t, ok, "%s: no ticket %d", where, e.id)
@@ -102,7 +100,6 @@ func play(t *testing.T, c law.Config, evs []ev) {
 func busyRound(from time.Duration, id int, rate float64) []ev {
 	return []ev{
 		{at: from, do: "send", id: id, rate: rate, paced: true},
-		{at: from + 10*ms, do: "held"},
 		{at: from + sec, do: "ok", id: id},
 	}
 }
@@ -118,11 +115,11 @@ func seq(parts ...[]ev) []ev {
 func TestSlowStart(t *testing.T) {
 	t.Run("doubles per clean busy round", func(t *testing.T) {
 		play(t, cfg, seq(
-			[]ev{{do: "send", id: 1, rate: 2, paced: true}, {at: 10 * ms, do: "held"}},
+			[]ev{{do: "send", id: 1, rate: 2, paced: true}},
 			[]ev{{at: 500 * ms, do: "ok", id: 1, wantRate: 2, wantPhase: "slow-start"}}, // the round lasts a second
 			[]ev{{at: sec, do: "send", id: 2, rate: 2, paced: true}, {at: sec, do: "ok", id: 2, wantRate: 4}},
 			busyRound(sec, 3, 4),
-			[]ev{{at: 2 * sec, do: "send", id: 4, rate: 8, paced: true}, {at: 2*sec + 10*ms, do: "held"}, {at: 3 * sec, do: "ok", id: 4, wantRate: 16}},
+			[]ev{{at: 2 * sec, do: "send", id: 4, rate: 8, paced: true}, {at: 3 * sec, do: "ok", id: 4, wantRate: 16}},
 		))
 	})
 	t.Run("not when the rate was not the bottleneck (no send held back)", func(t *testing.T) {
@@ -343,7 +340,7 @@ func TestOverload(t *testing.T) {
 func TestPauseAndResume(t *testing.T) {
 	t.Run("a round spanning a pause is not judged", func(t *testing.T) {
 		play(t, cfg, []ev{
-			{do: "send", id: 1, rate: 2}, {at: 10 * ms, do: "held"},
+			{do: "send", id: 1, rate: 2, paced: true},
 			{at: 100 * ms, do: "pause", d: 5 * sec},
 			{at: 2 * sec, do: "ok", id: 1, wantRate: 2}, // the round starts when the pause ends
 		})
