@@ -77,11 +77,7 @@ func mustNew(opts []Option, robots bool) *Controller {
 	c := newController(st)
 	if err != nil {
 		c.err = err
-		l := st.Logger
-		if l == nil {
-			l = slog.Default()
-		}
-		l.Error("adaptive: invalid configuration; each invalid setting takes its most conservative value", "err", err)
+		logger(st).Error("adaptive: invalid configuration; each invalid setting takes its most conservative value", "err", err)
 	}
 	return c
 }
@@ -234,19 +230,18 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 		}
 		if c.fleet != nil {
 			lease, err := c.fleetAcquire(ctx, cl.key, s, &g, busy)
-			if err == errAgain || err == errBusy {
-				// the fleet's concurrency is in use, or a pause it shared
-				// voided the slot: give the slot back, ask again
+			if err != nil {
+				// the slot goes back; on errAgain or errBusy (the fleet's
+				// concurrency is in use, or a pause it shared voided the
+				// slot) ask again
 				s.untake(g.t)
 				c.notify(cl.key)
 				if err == errBusy {
 					busy++
 				}
-				continue
-			}
-			if err != nil {
-				s.untake(g.t)
-				c.notify(cl.key)
+				if err == errAgain || err == errBusy {
+					continue
+				}
 				return Permit{}, err
 			}
 			g.lease = lease

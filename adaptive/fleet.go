@@ -94,10 +94,7 @@ func newFleet(st *settings, now func() time.Duration) *fleet {
 	host, _ := os.Hostname()
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	l := st.Logger
-	if l == nil {
-		l = slog.Default()
-	}
+	l := logger(st)
 	return &fleet{
 		store:   st.Store,
 		process: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:])),
@@ -330,8 +327,8 @@ func (s *scope) adoptShared(now time.Duration, state []byte, version uint64) {
 // Called with s.mu held.
 func (s *scope) sharedChange(now time.Duration) ([]byte, uint64) {
 	sf := s.fleetView()
-	cur := s.core.law.Shared(now)
-	last := sf.shared
+	full := s.core.law.Shared(now)
+	cur, last := full, sf.shared
 	// the limit's additive increases are each process's own (the store
 	// bounds what each may hold): only a decrease (a new concurrency
 	// epoch) is the fleet's business
@@ -340,8 +337,8 @@ func (s *scope) sharedChange(now time.Duration) ([]byte, uint64) {
 	if cur == last {
 		return nil, sf.version
 	}
-	sf.shared = s.core.law.Shared(now)
-	return encodeShared(sf.shared), sf.version
+	sf.shared = full
+	return encodeShared(full), sf.version
 }
 
 // skip reports whether the store is down and not yet due for another try.

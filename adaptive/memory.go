@@ -142,18 +142,18 @@ func (m *memory) robotsState(origin string, now time.Duration) (robotsFacts, int
 
 // robotsExpiry is when origin's robots.txt is asked for again (0 when
 // nothing is known of it).
-func (m *memory) robotsExpiry(origin string) (robotsFacts, time.Duration) {
+func (m *memory) robotsExpiry(origin string) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if v, ok := m.lru.Peek(memKey{memOrigin, origin}); ok {
 		e := v.(*originFacts)
 		select {
 		case <-e.done:
-			return e.facts, e.expires
+			return e.expires
 		default:
 		}
 	}
-	return robotsFacts{}, 0
+	return 0
 }
 
 // factsOf returns the facts of e, whose fetch has ended.

@@ -2,6 +2,7 @@ package adaptive
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -239,7 +240,7 @@ func (m *MemoryStore) Acquire(_ context.Context, a Acquisition) (Grant, error) {
 		return g, nil
 	}
 	m.seq++
-	g.Lease = a.Process + "/" + itoa(m.seq)
+	g.Lease = a.Process + "/" + strconv.FormatUint(m.seq, 10)
 	s.leases[g.Lease] = now.Add(a.LeaseTTL)
 	g.InUse = a.Limit > 0 && len(s.leases) >= a.Limit
 	slot := now
@@ -332,19 +333,6 @@ func interval(r float64) time.Duration {
 		return longestPause
 	}
 	return seconds(1 / r)
-}
-
-func itoa(n uint64) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			return string(b[i:])
-		}
-	}
 }
 
 // storeTimeout bounds one call to the Store. A slow store delays a send by

@@ -97,7 +97,7 @@ func (c *Controller) disallowed(req *http.Request, key string, f *robotsFacts) e
 	}
 	e := &ScopeError{Scope: key, Reason: ReasonRobots, Err: ErrDisallowed}
 	if f.disallowAll {
-		_, until := c.mem.robotsExpiry(origin(req))
+		until := c.mem.robotsExpiry(origin(req))
 		if until > 0 {
 			e.PausedUntil = c.at(until)
 		}
@@ -211,11 +211,9 @@ func (t *Transport) roundTrip(req *http.Request, cl call, retries int, timeout t
 		if err != nil {
 			return nil, err
 		}
-		if attempt > 0 {
-			p.retried()
-		}
 		r := req
 		if attempt > 0 {
+			p.retried()
 			r = req.Clone(ctx)
 			if req.GetBody != nil {
 				if r.Body, err = req.GetBody(); err != nil {
