@@ -696,10 +696,9 @@ func (f *fleetProcs) ticks() float64 {
 
 // capped keeps the first max bytes written to it.
 type capped struct {
-	mu      sync.Mutex
-	b       bytes.Buffer // guarded by mu
-	max     int
-	dropped int // guarded by mu
+	mu  sync.Mutex
+	b   bytes.Buffer // guarded by mu
+	max int
 }
 
 func (c *capped) Write(p []byte) (int, error) {
@@ -707,7 +706,6 @@ func (c *capped) Write(p []byte) (int, error) {
 	defer c.mu.Unlock()
 	room := max(c.max-c.b.Len(), 0)
 	c.b.Write(p[:min(room, len(p))])
-	c.dropped += len(p) - min(room, len(p))
 	return len(p), nil
 }
 

@@ -73,7 +73,6 @@ type sample struct {
 	Rate     float64 `json:"rate"`
 	Estimate float64 `json:"estimate"`
 	Limit    float64 `json:"limit"`
-	InFlight int     `json:"in_flight"`
 }
 
 type logLine struct {
@@ -151,8 +150,8 @@ func crawlFleet(cfg childConfig, rep *childReport) error {
 	var wg sync.WaitGroup
 	for h := range cfg.Hosts {
 		var seq atomic.Int64
-		for i := range cfg.Workers {
-			seq.Store(int64(cfg.Proc*100_000 + i*10_000))
+		seq.Store(int64(cfg.Proc * 100_000))
+		for range cfg.Workers {
 			wg.Go(func() {
 				for ctx.Err() == nil {
 					t0 := time.Now()
@@ -178,7 +177,7 @@ func crawlFleet(cfg childConfig, rep *childReport) error {
 				for h := range cfg.Hosts {
 					if s, ok := ctrl.Snapshot(h); ok {
 						rep.Samples = append(rep.Samples, sample{At: now.UnixNano(), Host: h, Rate: s.Rate,
-							Estimate: s.Estimate, Limit: s.Limit, InFlight: s.InFlight})
+							Estimate: s.Estimate, Limit: s.Limit})
 					}
 				}
 			}

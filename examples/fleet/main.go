@@ -218,11 +218,7 @@ func run(ctx context.Context, url, where string, procs, workers int, duration ti
 	for _, in := range stdins {
 		in.Close()
 	}
-	done := make(chan struct{})
-	go func() { reading.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
+	if !demo.WaitFor(&reading, 20*time.Second) {
 		return errors.New("processes still running 20 s after the end")
 	}
 	var failed []string
