@@ -2,15 +2,14 @@ package redisstore
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -43,6 +42,9 @@ type Store struct {
 	c      redis.UniversalClient
 	prefix string
 	keyTTL time.Duration
+	// leases numbers this store's leases: the acquiring process's name
+	// (unique to it) and the number make a lease's name unique in the fleet
+	leases atomic.Uint64
 
 	mu   sync.Mutex
 	subs map[uint64]func(string, time.Duration, adaptive.Reason) // guarded by mu
@@ -84,7 +86,7 @@ func (s *Store) Acquire(ctx context.Context, a adaptive.Acquisition) (adaptive.G
 	ttl := max(a.LeaseTTL, time.Second)
 	res, err := acquireScript.Run(ctx, s.c, s.keys(a.Scope),
 		a.Process, interval, a.Limit, strconv.FormatUint(a.Version, 10), string(a.Seed),
-		micros(ttl), a.Process+"/"+newID(), s.keyTTL.Milliseconds()).Slice()
+		micros(ttl), a.Process+"/"+strconv.FormatUint(s.leases.Add(1), 10), s.keyTTL.Milliseconds()).Slice()
 	if err != nil {
 		return adaptive.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", a.Scope, err)
 	}
@@ -300,10 +302,4 @@ func parsePause(p string) (string, time.Duration, adaptive.Reason, bool) {
 		return "", 0, 0, false
 	}
 	return p[:j], time.Duration(d) * time.Microsecond, adaptive.Reason(r), true
-}
-
-func newID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
