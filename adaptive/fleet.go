@@ -12,6 +12,7 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/colly-polite/polite/adaptive/internal/law"
@@ -32,7 +33,7 @@ type fleet struct {
 
 	now     func() time.Duration // the controller's clock
 	mu      sync.Mutex
-	down    bool                 // guarded by mu: the last call failed
+	down    atomic.Bool          // the last call failed (read without mu on every send; written with mu held)
 	retryAt time.Duration        // guarded by mu: while down, the store is not asked before then
 	backoff time.Duration        // guarded by mu: the wait before the next try while down
 	leases  map[string]heldLease // guarded by mu: the leases held
@@ -343,24 +344,23 @@ func (s *scope) sharedChange(now time.Duration) ([]byte, uint64) {
 
 // skip reports whether the store is down and not yet due for another try.
 func (f *fleet) skip() bool {
+	if !f.down.Load() {
+		return false
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.down && f.now() < f.retryAt
+	return f.down.Load() && f.now() < f.retryAt
 }
 
 // isDown reports whether the last call to the store failed.
-func (f *fleet) isDown() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.down
-}
+func (f *fleet) isDown() bool { return f.down.Load() }
 
 // failed marks the store down after a failed call on scope (saying so
 // once) and backs off the next try. Calls that were under way together
 // fail together: only a try made when one was due backs off further.
 func (f *fleet) failed(scope string, err error) {
 	f.mu.Lock()
-	was, now := f.down, f.now()
+	was, now := f.down.Load(), f.now()
 	switch {
 	case !was:
 		f.backoff, f.retryAt = storeRetryMin, now+storeRetryMin
@@ -368,7 +368,7 @@ func (f *fleet) failed(scope string, err error) {
 		f.backoff = min(2*f.backoff, storeRetryMax)
 		f.retryAt = now + f.backoff
 	}
-	f.down = true
+	f.down.Store(true)
 	f.mu.Unlock()
 	if !was {
 		f.logger.Warn("adaptive: shared store unreachable; each scope falls back to its share of the fleet", "scope", scope, "err", err)
@@ -377,9 +377,11 @@ func (f *fleet) failed(scope string, err error) {
 
 // ok marks the store up after a call on scope succeeded.
 func (f *fleet) ok(scope string) {
+	if !f.down.Load() {
+		return // the usual case: no lock on the send's path
+	}
 	f.mu.Lock()
-	was := f.down
-	f.down = false
+	was := f.down.Swap(false)
 	f.mu.Unlock()
 	if was {
 		f.logger.Info("adaptive: shared store back; the fleet's schedule and law are shared again", "scope", scope)
