@@ -618,14 +618,15 @@ func (c Config) resolve() (*settings, error) {
 	return s, errors.Join(errs...)
 }
 
-// ruleFor returns the rule of a host (host:port when the port is not the
-// scheme's default, as NormalizeHost leaves it). Rules match the host in
-// lower case without trailing dot, and host:port when there is a port.
-func (s *settings) ruleFor(hostport string) *rule {
+// ruleFor returns the rule of a request's scheme and host. Rules match the
+// host in lower case without trailing dot, and host:port when the port is
+// not the scheme's default (as NormalizeHost leaves it). With no rules it
+// normalises nothing.
+func (s *settings) ruleFor(scheme, rawHost string) *rule {
 	if len(s.rules) == 0 {
 		return &s.def
 	}
-	hostport = NormalizeHost("", hostport)
+	hostport := NormalizeHost(scheme, rawHost)
 	host, port := splitHostPort(hostport)
 	if port == "" {
 		hostport = ""

@@ -104,7 +104,7 @@ type call struct {
 
 // resolve works out the scope and rule of req.
 func (c *Controller) resolve(req *http.Request) call {
-	return call{key: c.st.Scope(req), rule: c.st.ruleFor(NormalizeHost(reqScheme(req), reqHost(req)))}
+	return call{key: c.st.Scope(req), rule: c.st.ruleFor(reqScheme(req), reqHost(req))}
 }
 
 // scope returns the scope of key, creating it with what memory holds of it.
