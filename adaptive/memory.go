@@ -99,7 +99,7 @@ func (m *memory) robots(origin string, now time.Duration) (e *originFacts, mine 
 		e = v.(*originFacts)
 		select {
 		case <-e.done:
-			if !e.abandoned && now < e.expires {
+			if e.fresh(now) {
 				return e, false
 			}
 			m.rules -= e.facts.cost // replaced below
@@ -131,7 +131,7 @@ func (m *memory) robotsState(origin string, now time.Duration) (robotsFacts, int
 	e := v.(*originFacts)
 	select {
 	case <-e.done:
-		if !e.abandoned && now < e.expires {
+		if e.fresh(now) {
 			return e.facts, robotsKnown
 		}
 		return robotsFacts{}, robotsUnknown
@@ -156,6 +156,10 @@ func (m *memory) robotsExpiry(origin string) time.Duration {
 	return 0
 }
 
+// fresh reports whether the fetch of e ended with facts trusted at now.
+// Call it after e.done is closed.
+func (e *originFacts) fresh(now time.Duration) bool { return !e.abandoned && now < e.expires }
+
 // factsOf returns the facts of e, whose fetch has ended.
 func (m *memory) factsOf(e *originFacts) robotsFacts {
 	m.mu.Lock()
@@ -175,20 +179,19 @@ func (m *memory) robotsDone(e *originFacts, origin, scope string, f robotsFacts,
 	delay := f.delay
 	e.facts, e.expires, e.abandoned = f, expires, abandoned
 	close(e.done)
-	if f.cost > 0 {
-		if v, ok := m.lru.Peek(memKey{memOrigin, origin}); ok && v == e {
-			m.rules += f.cost
-			m.trimRulesLocked()
-		} else { // evicted meanwhile: its waiters still read it, uncounted
-			e.facts.cost = 0
-		}
+	k := memKey{memOrigin, origin}
+	v, ok := m.lru.Peek(k)
+	current := ok && v == e
+	switch {
+	case abandoned && current:
+		m.lru.Remove(k)
+	case f.cost > 0 && current:
+		m.rules += f.cost
+		m.trimRulesLocked()
+	case f.cost > 0: // evicted meanwhile: its waiters still read it, uncounted
+		e.facts.cost = 0
 	}
-	if abandoned {
-		if v, ok := m.lru.Peek(memKey{memOrigin, origin}); ok && v == e {
-			m.lru.Remove(memKey{memOrigin, origin})
-		}
-	}
-	sf := m.scopeLocked(scope, delay > 0 && !abandoned)
+	sf := m.scopeLocked(scope, delay > 0) // an abandoned fetch has no delay
 	if sf == nil {
 		return 0
 	}
