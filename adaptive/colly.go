@@ -1,12 +1,15 @@
 package adaptive
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"reflect"
+	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/gocolly/colly/v2"
 )
@@ -15,24 +18,32 @@ import (
 //
 //	ctrl := adaptive.Attach(c)
 //
-// It wraps the collector's current transport: set proxies (SetProxyFunc),
-// a custom transport (WithTransport) or a client (SetClient) before Attach,
-// or name the transport with WithBaseTransport. Colly's SetProxyFunc called
-// after Attach replaces the whole transport and so detaches the controller;
-// call Attach (or ctrl.Attach) again after it.
+// It wraps the collector's current transport, and keeps wrapping it: a
+// transport, proxy function or client set on c after Attach (WithTransport,
+// SetProxy, SetProxyFunc, SetClient) is wrapped again before the next
+// request goes out, with the user's transport and proxy function kept
+// underneath, a warning in the log (once) and ctrl.Err() saying so. The
+// order of Attach and those setters does not matter. What the check cannot
+// see is said under "Pitfalls" in README.md: Colly's own robots.txt fetch
+// (IgnoreRobotsTxt = false) runs before any callback, so the first one
+// after a transport set after Attach goes out on that transport.
 //
 // One controller per collector family: a collector and its clones
 // (c.Clone()) share one HTTP client in Colly, so they share one controller.
 // Attach on a collector (or a clone) that already has one returns that
 // controller as it is, without wrapping it again; options given then are
-// ignored, with a warning in the log. To share one controller between
-// collectors that are not clones, call ctrl.Attach on the second.
+// ignored, with a warning in the log. Clones made after Attach are policed
+// through the client they share; call Attach on a clone too (it returns the
+// same controller) so that a transport set through the clone is caught by
+// the clone's own requests. To share one controller between collectors that
+// are not clones, call ctrl.Attach on the second.
 //
 // The collector's request timeout (colly's default is 10 s) moves into the
 // controller as the per-attempt timeout, counted from the moment a request
 // is sent: time spent waiting politely (a 12 s Retry-After, say) never uses
-// it up, while a server that hangs still times out per attempt. Call
-// SetRequestTimeout before Attach, or pass WithAttemptTimeout.
+// it up, while a server that hangs still times out per attempt. A timeout
+// set later (SetRequestTimeout, or a client's) moves there too, before the
+// next request; WithAttemptTimeout overrides them all.
 //
 // robots.txt is on (Crawl-delay, Allow and Disallow; WithRobots(false) and
 // WithRobotsDisallow(false) turn it off). LimitRules already set on c still
@@ -42,56 +53,73 @@ import (
 // both. README.md ("Using it with Colly") says how caches, redirects,
 // queues and Colly's own robots.txt handling combine with it.
 func Attach(c *colly.Collector, opts ...Option) *Controller {
-	return attach(c, opts, collyClient)
+	return attach(c, opts, collySlot)
 }
 
 // attach is Attach reading the collector's client with read.
-func attach(c *colly.Collector, opts []Option, read func(*colly.Collector) (*http.Client, error)) *Controller {
-	if c != nil {
-		if client, err := read(c); err == nil && client != nil {
-			if t, ok := client.Transport.(*Transport); ok {
-				if len(opts) > 0 {
-					logger(t.c.st).Warn("adaptive: the collector (or the collector it was cloned from) already has a controller: Attach returns it, and the options given are ignored")
-				}
-				return t.c
-			}
+func attach(c *colly.Collector, opts []Option, read func(*colly.Collector) (**http.Client, error)) *Controller {
+	if existing := attached(c, read); existing != nil {
+		if len(opts) > 0 {
+			logger(existing.st).Warn("adaptive: the collector (or the collector it was cloned from) already has a controller: Attach returns it, and the options given are ignored")
 		}
+		if err := existing.attach(c, read); err != nil {
+			existing.addErr(err)
+		}
+		return existing
 	}
 	ctrl := mustNew(opts, true)
 	if err := ctrl.attach(c, read); err != nil {
-		ctrl.err = errors.Join(ctrl.err, err)
+		ctrl.addErr(err)
 		logger(ctrl.st).Error("adaptive: Attach: "+err.Error(), "err", err)
 	}
 	return ctrl
 }
 
-// Attach wraps c's current transport with this controller, so that two
-// collectors share one controller (the right way for two collectors on one
-// host: one schedule, one pause). A transport that is already this
-// controller's is left as it is; another controller's is replaced, this
-// one wrapping what that one wrapped (never a controller inside a
-// controller), for the whole collector family. The collector's request
-// timeout becomes the per-attempt timeout of this collector's transport,
-// unless Config.AttemptTimeout is set; the controller's settings are never
-// changed. The error wraps ErrAttach: c has no HTTP client, or it cannot be
-// read (then the transport wrapped is Config.BaseTransport, or
-// http.DefaultTransport).
-func (ctrl *Controller) Attach(c *colly.Collector) error {
-	return ctrl.attach(c, collyClient)
+// attached is the controller c's family already has (its guard's, or the
+// one its transport belongs to), or nil.
+func attached(c *colly.Collector, read func(*colly.Collector) (**http.Client, error)) *Controller {
+	if c == nil {
+		return nil
+	}
+	slot, err := read(c)
+	if err != nil || slot == nil {
+		return nil
+	}
+	if g := guardOf(c, slot); g != nil {
+		return g.ctrl
+	}
+	if *slot != nil {
+		if t, ok := (*slot).Transport.(*Transport); ok {
+			return t.c
+		}
+	}
+	return nil
 }
 
-func (ctrl *Controller) attach(c *colly.Collector, read func(*colly.Collector) (*http.Client, error)) error {
+// Attach wraps c's current transport with this controller, so that two
+// collectors share one controller (the right way for two collectors on one
+// host: one schedule, one pause), and keeps it wrapped as Attach does. A
+// transport that is already this controller's is left as it is; another
+// controller's is replaced, this one wrapping what that one wrapped (never
+// a controller inside a controller), for the whole collector family. The
+// collector's request timeout becomes the per-attempt timeout of this
+// collector's transport, unless Config.AttemptTimeout is set; the
+// controller's settings are never changed. The error wraps ErrAttach: c has
+// no HTTP client, or it cannot be read (then the transport wrapped is
+// Config.BaseTransport, or http.DefaultTransport, and transports set on c
+// later are not seen).
+func (ctrl *Controller) Attach(c *colly.Collector) error {
+	return ctrl.attach(c, collySlot)
+}
+
+func (ctrl *Controller) attach(c *colly.Collector, read func(*colly.Collector) (**http.Client, error)) error {
 	if c == nil {
 		return fmt.Errorf("%w: nil collector", ErrAttach)
 	}
-	client, readErr := read(c)
-	if client == nil && readErr == nil {
-		return fmt.Errorf("%w: the collector has no HTTP client (made without colly.NewCollector, or SetClient(nil)); nothing attached", ErrAttach)
-	}
-	timeout := ctrl.st.AttemptTimeout
-	next := ctrl.st.BaseTransport
-	var err error
+	slot, readErr := read(c)
 	if readErr != nil {
+		next, timeout := ctrl.st.BaseTransport, ctrl.st.AttemptTimeout
+		var err error
 		if next == nil {
 			next = http.DefaultTransport
 			err = fmt.Errorf("%w: %w; wrapping http.DefaultTransport: a transport or proxy set on the collector is not used (pass WithBaseTransport)", ErrAttach, readErr)
@@ -99,35 +127,151 @@ func (ctrl *Controller) attach(c *colly.Collector, read func(*colly.Collector) (
 		if timeout == 0 {
 			timeout = collyDefaultTimeout
 		}
-	} else {
-		cur, curTimeout := client.Transport, client.Timeout
-		if t, ok := cur.(*Transport); ok {
-			if t.c == ctrl {
-				return nil
-			}
-			logger(ctrl.st).Warn("adaptive: the collector's transport belongs to another controller: replaced by this one")
-			cur, curTimeout = t.next, t.attemptTimeout // the collector's timeout moved there
-		}
-		if next == nil {
-			next = cur
-		}
-		if timeout == 0 {
-			timeout = curTimeout
-		}
-		if !c.IgnoreRobotsTxt && ctrl.st.robots {
-			logger(ctrl.st).Info("adaptive: Colly's robots.txt handling is on as well (IgnoreRobotsTxt = false): both read one fetch of robots.txt, Colly refuses disallowed URLs with colly.ErrRobotsTxtBlocked before the controller sees them, the controller applies Crawl-delay")
-		}
-	}
-	t := ctrl.transport(next, timeout)
-	if readErr != nil {
-		if e := withTransport(c, t); e != nil {
+		if e := withTransport(c, ctrl.transport(next, timeout)); e != nil {
 			return fmt.Errorf("%w: %w; and Colly's WithTransport failed: %v; nothing attached", ErrAttach, readErr, e)
 		}
 		return err
 	}
-	c.SetRequestTimeout(0)
-	c.WithTransport(t)
+	if slot == nil || *slot == nil {
+		return fmt.Errorf("%w: the collector has no HTTP client (made without colly.NewCollector, or SetClient(nil)); nothing attached", ErrAttach)
+	}
+	g := guardOf(c, slot)
+	switch {
+	case g != nil && g.ctrl == ctrl:
+		g.watch(c)
+		g.check(nil)
+		return nil
+	case g != nil:
+		g.retire() // another controller's: this one takes the family over
+	}
+	if !c.IgnoreRobotsTxt && ctrl.st.robots {
+		logger(ctrl.st).Info("adaptive: Colly's robots.txt handling is on as well (IgnoreRobotsTxt = false): both read one fetch of robots.txt, Colly refuses disallowed URLs with colly.ErrRobotsTxtBlocked before the controller sees them, the controller applies Crawl-delay")
+	}
+	g = &guard{ctrl: ctrl, slot: slot}
+	g.mu.Lock()
+	g.install(*slot, true)
+	g.mu.Unlock()
+	g.watch(c)
 	return nil
+}
+
+// guard keeps a collector family's requests under its controller whatever
+// is set on the collector after Attach. Attach registers its check as the
+// collector's first OnRequest callback, which Colly runs before each
+// request goes to the client: a pointer comparison of the client's
+// transport with the one installed, and when they differ (or a request
+// timeout was set) the transport is wrapped again. A family's collectors
+// share Colly's client, reached through slot (the backend's Client field,
+// which SetClient replaces).
+type guard struct {
+	ctrl *Controller
+	slot **http.Client
+	mu   sync.Mutex
+	// guarded by mu:
+	t       *Transport // installed last
+	retired bool       // another controller took the family over
+	warned  bool       // the transport set after Attach was logged
+}
+
+// guardKey is where a collector's Context holds its hook (guardRef); a
+// clone copies its parent's Context, so a family finds its guard there.
+type guardKey struct{}
+
+// guardRef is a collector's link to its family's guard; c is the collector
+// whose check it is (a clone finds its parent's and registers its own).
+type guardRef struct {
+	g *guard
+	c *colly.Collector
+}
+
+// guardOf is the guard of c's family (its client slot), or nil.
+func guardOf(c *colly.Collector, slot **http.Client) *guard {
+	if c.Context == nil {
+		return nil
+	}
+	ref, ok := c.Context.Value(guardKey{}).(guardRef)
+	if !ok || ref.g.slot != slot {
+		return nil // none, or another family's (a Context passed on by hand)
+	}
+	return ref.g
+}
+
+// watch registers the check on c unless it has it.
+func (g *guard) watch(c *colly.Collector) {
+	if ref, ok := c.Context.Value(guardKey{}).(guardRef); ok && ref.g == g && ref.c == c {
+		return
+	}
+	c.Context = context.WithValue(c.Context, guardKey{}, guardRef{g, c})
+	c.OnRequest(g.check)
+}
+
+// retire stops g: another controller took the family over.
+func (g *guard) retire() {
+	g.mu.Lock()
+	g.retired = true
+	g.mu.Unlock()
+}
+
+// check is the OnRequest callback (and Attach's look): the client's
+// transport must be the one installed, with no client timeout on top.
+func (g *guard) check(*colly.Request) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.retired {
+		return
+	}
+	client := *g.slot
+	if client == nil || client.Transport == g.t && client.Timeout == 0 {
+		return // nil: SetClient(nil), which Colly itself cannot send with
+	}
+	g.install(client, false)
+}
+
+// install wraps client's transport with the controller; first is Attach's
+// own (Config.BaseTransport, if set, is wrapped instead). Called with mu
+// held.
+func (g *guard) install(client *http.Client, first bool) {
+	ctrl := g.ctrl
+	cur, timeout := client.Transport, client.Timeout
+	if t, ok := cur.(*Transport); ok {
+		if t.c != ctrl && !first {
+			// a transport of another controller set by hand: the user's
+			// choice of controller; this guard steps aside
+			g.retired = true
+			logger(ctrl.st).Warn("adaptive: the collector's transport was set to another controller's after Attach: that controller polices it now")
+			return
+		}
+		if t.c == ctrl && timeout == 0 {
+			g.t = t
+			return
+		}
+		cur = t.next // a controller wraps no controller
+		if timeout == 0 {
+			timeout = t.attemptTimeout // the collector's, moved there before
+		}
+		if t.c != ctrl {
+			logger(ctrl.st).Warn("adaptive: the collector's transport belongs to another controller: replaced by this one")
+		}
+	} else if !first {
+		if !g.warned {
+			g.warned = true
+			err := fmt.Errorf("%w: the collector's transport was replaced after Attach (WithTransport, SetProxy, SetProxyFunc or SetClient): wrapped again, the new transport underneath", ErrAttach)
+			ctrl.addErr(err)
+			logger(ctrl.st).Warn("adaptive: "+err.Error(), "transport", fmt.Sprintf("%T", cur))
+		}
+	}
+	if timeout == 0 && g.t != nil {
+		timeout = g.t.attemptTimeout
+	}
+	if ctrl.st.AttemptTimeout != 0 {
+		timeout = ctrl.st.AttemptTimeout
+	}
+	if first && ctrl.st.BaseTransport != nil {
+		cur = ctrl.st.BaseTransport
+	}
+	g.t = ctrl.transport(cur, timeout)
+	client.Timeout = 0
+	client.Transport = g.t
 }
 
 // withTransport is c.WithTransport for a collector whose layout is
@@ -146,33 +290,20 @@ func withTransport(c *colly.Collector, t http.RoundTripper) (err error) {
 
 // ControllerOf returns the controller attached to c (or to the collector c
 // was cloned from), or nil when there is none or it cannot be read.
-func ControllerOf(c *colly.Collector) *Controller { return controllerOf(c) }
-
-func controllerOf(c *colly.Collector) *Controller {
-	if c == nil {
-		return nil
-	}
-	client, err := collyClient(c)
-	if err != nil || client == nil {
-		return nil
-	}
-	if t, ok := client.Transport.(*Transport); ok {
-		return t.c
-	}
-	return nil
-}
+func ControllerOf(c *colly.Collector) *Controller { return attached(c, collySlot) }
 
 const collyDefaultTimeout = 10 * time.Second
 
 // errCollyLayout: Colly's Collector is not laid out as in v2.3.0.
 var errCollyLayout = errors.New("cannot read the collector's http.Client: Colly's layout is not the one of v2.3.0")
 
-// collyClient reads the collector's *http.Client, which Colly keeps in an
-// unexported field (backend.Client) and offers no getter for; it is nil
-// when the collector has none. It fails when Colly's layout is not the one
-// this was written against (v2.3.0); TestCollyLayout checks it against the
-// version in go.mod.
-func collyClient(c *colly.Collector) (*http.Client, error) {
+// collySlot finds where the collector keeps its *http.Client: an unexported
+// field (backend.Client) that Colly offers no getter for, shared by a
+// collector and its clones, and replaced by SetClient. It is nil when the
+// collector has no backend (not made by NewCollector). It fails when
+// Colly's layout is not the one this was written against (v2.3.0);
+// TestCollyLayout checks it against the version in go.mod.
+func collySlot(c *colly.Collector) (**http.Client, error) {
 	v := reflect.ValueOf(c).Elem().FieldByName("backend")
 	if !v.IsValid() || v.Kind() != reflect.Pointer {
 		return nil, errCollyLayout
@@ -184,10 +315,16 @@ func collyClient(c *colly.Collector) (*http.Client, error) {
 	if !f.IsValid() || f.Type() != reflect.TypeFor[*http.Client]() {
 		return nil, errCollyLayout
 	}
-	if f.IsNil() {
-		return nil, nil
+	return (**http.Client)(unsafe.Pointer(f.UnsafeAddr())), nil
+}
+
+// collyClient is the collector's *http.Client (nil when it has none).
+func collyClient(c *colly.Collector) (*http.Client, error) {
+	slot, err := collySlot(c)
+	if err != nil || slot == nil {
+		return nil, err
 	}
-	return (*http.Client)(f.UnsafePointer()), nil
+	return *slot, nil
 }
 
 func logger(st *settings) *slog.Logger {

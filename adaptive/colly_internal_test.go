@@ -56,7 +56,7 @@ func (s *syncBuffer) String() string {
 // transport (http.DefaultTransport, the collector's own being unknown).
 // WithBaseTransport names the transport to wrap: then nothing is lost.
 func TestAttachLayoutChangedIsLoud(t *testing.T) {
-	broken := func(*colly.Collector) (*http.Client, error) { return nil, errCollyLayout }
+	broken := func(*colly.Collector) (**http.Client, error) { return nil, errCollyLayout }
 	t.Run("loud", func(t *testing.T) {
 		var log syncBuffer
 		c := colly.NewCollector()

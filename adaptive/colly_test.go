@@ -1,18 +1,24 @@
 package adaptive_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/gocolly/colly/v2"
+	"github.com/gocolly/colly/v2/proxy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -41,37 +47,101 @@ func countingProxy(t *testing.T, next http.RoundTripper) (*url.URL, *atomic.Int6
 	return u, &n
 }
 
-// Proxies set before Attach keep working under the controller; SetProxyFunc
-// after Attach replaces the transport (Colly's doing), and Attach again puts
-// the controller back in front of it.
-func TestAttachKeepsProxies(t *testing.T) {
-	srv, err := testserver.New(testserver.Config{Network: testserver.Loopback})
-	require.NoError(t, err)
-	defer srv.Close()
-	proxyURL, through := countingProxy(t, srv.Transport())
-	target := srv.HostURL("a.test") + "/page/1"
+// The order of Attach and what a user sets on the collector does not
+// matter: a transport, proxy function (Colly's own, and its round-robin
+// switcher) or client set after Attach is wrapped again before the next
+// request, with the user's transport and proxy underneath. Against a host
+// whose robots.txt says Crawl-delay: 0.15, every order reads robots.txt
+// once and keeps the delay between pages, ControllerOf finds the
+// controller, and a transport replaced after Attach is logged once and
+// reported by Err. (Before the guard, a transport set after Attach sent
+// all pages at once and read no robots.txt.) Real loopback sockets: a
+// proxy function makes Colly build its own http.Transport.
+func TestAttachOrderDoesNotMatter(t *testing.T) {
+	const delay = 150 * time.Millisecond
+	const pages = 4
+	// each case sets things on c, given the server and two proxies to it
+	type env struct {
+		srv    *testserver.Server
+		p1, p2 *url.URL
+	}
+	withTransport := func(c *colly.Collector, e env) { c.WithTransport(e.srv.Transport()) }
+	setClient := func(c *colly.Collector, e env) {
+		c.SetClient(&http.Client{Transport: e.srv.Transport(), Timeout: 5 * time.Second})
+	}
+	setProxyFunc := func(c *colly.Collector, e env) { c.SetProxyFunc(http.ProxyURL(e.p1)) }
+	setProxy := func(c *colly.Collector, e env) { require.NoError(t, c.SetProxy(e.p1.String())) }
+	roundRobin := func(c *colly.Collector, e env) {
+		rr, err := proxy.RoundRobinProxySwitcher(e.p1.String(), e.p2.String())
+		require.NoError(t, err)
+		c.SetProxyFunc(rr)
+	}
+	for _, tc := range []struct {
+		name          string
+		before, after func(*colly.Collector, env)
+		proxied       bool
+	}{
+		{name: "WithTransport, then Attach", before: withTransport},
+		{name: "Attach, then WithTransport", after: withTransport},
+		{name: "SetClient, then Attach", before: setClient},
+		{name: "Attach, then SetClient", after: setClient},
+		{name: "SetProxyFunc, then Attach", before: setProxyFunc, proxied: true},
+		{name: "Attach, then SetProxyFunc", after: setProxyFunc, proxied: true},
+		{name: "round-robin, then Attach", before: roundRobin, proxied: true},
+		{name: "Attach, then round-robin", after: roundRobin, proxied: true},
+		{name: "Attach, then SetProxy", after: setProxy, proxied: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // real time: a server and two proxies each
+			srv, err := testserver.New(testserver.Config{Network: testserver.Loopback, Hosts: map[string]testserver.Policy{
+				"a.test": {Robots: testserver.Robots{CrawlDelay: delay}},
+			}})
+			require.NoError(t, err)
+			defer srv.Close()
+			e := env{srv: srv}
+			var through1, through2 *atomic.Int64
+			e.p1, through1 = countingProxy(t, srv.Transport())
+			e.p2, through2 = countingProxy(t, srv.Transport())
+			var mu sync.Mutex
+			var log bytes.Buffer
+			logger := slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &log}, nil))
 
-	c := colly.NewCollector(colly.AllowURLRevisit())
-	c.SetProxyFunc(func(*http.Request) (*url.URL, error) { return proxyURL, nil })
-	ctrl := adaptive.Attach(c, adaptive.WithRobots(false))
-	require.NoError(t, c.Visit(target))
-	assert.Equal(t, int64(1), through.Load(), "the request went through the proxy")
-	scope := adaptive.ScopeHost(mustReq(t, target))
-	snap, ok := ctrl.Snapshot(scope)
-	require.True(t, ok, "and through the controller")
-	assert.Equal(t, uint64(1), snap.Counts[0])
-
-	// SetProxyFunc after Attach: Colly swaps the whole transport
-	c.SetProxyFunc(func(*http.Request) (*url.URL, error) { return proxyURL, nil })
-	require.NoError(t, c.Visit(target))
-	snap, _ = ctrl.Snapshot(scope)
-	assert.Equal(t, uint64(1), snap.Counts[0], "detached: the controller did not see it")
-	ctrl.Attach(c)
-	require.NoError(t, c.Visit(target))
-	snap, _ = ctrl.Snapshot(scope)
-	assert.Equal(t, uint64(2), snap.Counts[0], "attached again")
-	assert.Equal(t, int64(3), through.Load())
-	assertIdle(t, ctrl)
+			c := colly.NewCollector(colly.AllowURLRevisit())
+			if tc.before != nil {
+				tc.before(c, e)
+			}
+			ctrl := adaptive.Attach(c, adaptive.WithLogger(logger))
+			if tc.after != nil {
+				tc.after(c, e)
+			}
+			assert.Same(t, ctrl, adaptive.ControllerOf(c), "ControllerOf finds it whatever was set after")
+			for i := range pages {
+				require.NoError(t, c.Visit(fmt.Sprintf("http://a.test/page/%d", i)))
+			}
+			st := srv.Stats("a.test")
+			assert.Equal(t, 1, st.Robots, "robots.txt read once, through the controller")
+			assert.Equal(t, pages+1, st.Requests)
+			require.Len(t, st.Accepted, pages)
+			for i := 1; i < pages; i++ {
+				// sent at least the Crawl-delay apart; on loopback the way
+				// there varies by far less than half of it
+				gap := st.Accepted[i] - st.Accepted[i-1]
+				assert.Greater(t, gap, delay/2, "page %d came %v after the one before", i, gap)
+			}
+			if tc.proxied {
+				assert.Equal(t, int64(pages+1), through1.Load()+through2.Load(), "the user's proxies carried every request")
+			}
+			replaced := strings.Count(log.String(), "replaced after Attach")
+			if tc.after != nil {
+				assert.ErrorIs(t, ctrl.Err(), adaptive.ErrAttach, "Err says what happened")
+				assert.Equal(t, 1, replaced, "logged once")
+			} else {
+				assert.NoError(t, ctrl.Err())
+				assert.Zero(t, replaced)
+			}
+			assertIdle(t, ctrl)
+		})
+	}
 }
 
 // A context cancelled, or whose deadline cannot be met, while the request

@@ -2,6 +2,7 @@ package adaptive
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -19,7 +20,8 @@ import (
 // concurrent use.
 type Controller struct {
 	st      *settings // immutable once built
-	err     error     // configuration problems Attach or NewTransport met
+	errMu   sync.Mutex
+	err     error // guarded by errMu: configuration problems Attach or NewTransport met
 	origin  time.Time // scopes keep time as durations since it (monotonic)
 	streams *streams
 	mem     *memory // what outlives a scope: robots.txt, ceilings
@@ -83,8 +85,21 @@ func mustNew(opts []Option, robots bool) *Controller {
 }
 
 // Err reports the configuration problems Attach or NewTransport met (each
-// invalid setting took the most conservative value of its field), or nil.
-func (c *Controller) Err() error { return c.err }
+// invalid setting took the most conservative value of its field), and what
+// Attach's guard found later (a transport set on the collector after
+// Attach, wrapped again), or nil.
+func (c *Controller) Err() error {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	return c.err
+}
+
+// addErr adds err to what Err reports.
+func (c *Controller) addErr(err error) {
+	c.errMu.Lock()
+	c.err = errors.Join(c.err, err)
+	c.errMu.Unlock()
+}
 
 // now is the controller's clock: the time since its origin.
 func (c *Controller) now() time.Duration { return time.Since(c.origin) }
