@@ -156,8 +156,8 @@ func (ctrl *Controller) attach(c *colly.Collector, read func(*colly.Collector) (
 }
 
 // guard keeps a collector family's requests under its controller whatever
-// is set on the collector after Attach. Attach registers its check as the
-// collector's first OnRequest callback, which Colly runs before each
+// is set on the collector after Attach. Attach registers its check as an
+// OnRequest callback of the collector, which Colly runs before each
 // request goes to the client: a pointer comparison of the client's
 // transport with the one installed, and when they differ (or a request
 // timeout was set) the transport is wrapped again. A family's collectors

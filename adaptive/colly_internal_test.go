@@ -6,11 +6,14 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gocolly/colly/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/colly-polite/polite/testserver"
 )
 
 // The read of Colly's unexported client works on the version in go.mod:
@@ -94,4 +97,36 @@ func TestAttachReplaceKeepsTimeout(t *testing.T) {
 	assert.Equal(t, 7*time.Second, tr.attemptTimeout)
 	_, nested := tr.next.(*Transport)
 	assert.False(t, nested, "no controller inside a controller")
+}
+
+// A request timeout set after Attach moves into the attempt timeout before
+// the next request (it would count polite waits otherwise), and a clone
+// that Attach was called on catches a transport set through it with its
+// own requests.
+func TestGuardTimeoutAndClone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{"a.test": {}}})
+		c := colly.NewCollector(colly.AllowURLRevisit())
+		c.WithTransport(srv.Transport())
+		ctrl := Attach(c, WithRobots(false))
+		c.SetRequestTimeout(7 * time.Second)
+		require.NoError(t, c.Visit(srv.HostURL("a.test")+"/page/1"))
+		client := collyClientOf(t, c)
+		assert.Zero(t, client.Timeout, "moved out of the client")
+		tr, ok := client.Transport.(*Transport)
+		require.True(t, ok)
+		assert.Equal(t, 7*time.Second, tr.attemptTimeout)
+		assert.NoError(t, ctrl.Err(), "a timeout is no replaced transport")
+
+		clone := c.Clone()
+		assert.Same(t, ctrl, Attach(clone))
+		clone.WithTransport(srv.Transport())
+		require.NoError(t, clone.Visit(srv.HostURL("a.test")+"/page/2"))
+		snap, ok := ctrl.Snapshot("a.test")
+		require.True(t, ok)
+		assert.Equal(t, uint64(2), snap.Counts[0], "the clone's request went through the controller")
+		assert.ErrorIs(t, ctrl.Err(), ErrAttach)
+		tr = collyClientOf(t, c).Transport.(*Transport)
+		assert.Equal(t, 7*time.Second, tr.attemptTimeout, "the timeout moved before stays")
+	})
 }
