@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -244,13 +245,37 @@ func (t *Transport) roundTrip(req *http.Request, cl call, retries int, timeout t
 	}
 }
 
+// The bodies the transport reads and does not hand on whole (a refusal it
+// retries or gives up on, the part of a refusal's body the detectors see)
+// are bounded in bytes and in time: a body that drips would otherwise hold
+// the request, and its scope's slot, for as long as the server likes.
+// Past the bound the body is closed where it stands, which drops its
+// connection rather than wait on it.
+const (
+	discardBytes = 64 << 10
+	// bodyBound is how long such a read may take from the headers on:
+	// enough for 64 KiB over a slow path, far less than any wait a caller
+	// would accept for an answer that has already said no.
+	bodyBound = time.Second
+)
+
+// errBodyCut ends a refusal's body that did not arrive within bodyBound.
+var errBodyCut = fmt.Errorf("adaptive: the body of a refusal did not arrive within %v of its headers: its connection was closed: %w", bodyBound, io.ErrUnexpectedEOF)
+
 // discard drains a little of a body that will not be used, so the
-// connection can be reused, and closes it (which releases the slot).
+// connection can be reused, and closes it. Its outcome is recorded first
+// (which releases the slot): the answer is in, and a pause it asks for
+// starts now, not when a slow body ends.
 func discard(resp *http.Response) {
 	if resp == nil {
 		return
 	}
-	_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
+	if b, ok := resp.Body.(*body); ok {
+		b.finish(nil)
+	}
+	cut := time.AfterFunc(bodyBound, func() { _ = resp.Body.Close() })
+	_, _ = io.CopyN(io.Discard, resp.Body, discardBytes)
+	cut.Stop()
 	_ = resp.Body.Close()
 }
 
@@ -278,7 +303,14 @@ func (t *Transport) attempt(p Permit, req *http.Request, timeout time.Duration) 
 	now := t.c.now()
 	var prefix []byte
 	if err == nil && t.c.peekBody && resp.StatusCode < 500 {
-		if prefix, err = peek(resp); err != nil {
+		// a page's body is the caller's to wait for; a refusal's is not
+		bound := time.Duration(0)
+		if resp.StatusCode >= 400 {
+			bound = bodyBound
+		}
+		if prefix, err = peek(resp, bound); errors.Is(err, errBodyCut) {
+			err = nil // the status says what it is: the part read goes on
+		} else if err != nil {
 			_ = resp.Body.Close()
 			resp = nil
 		}
@@ -355,9 +387,15 @@ const peekBytes = 16 << 10
 // a Content-Length it does not reach, a stall past the attempt's timeout)
 // returns the error. (io.ReadFull cannot tell the two apart: it reports a
 // short body as io.ErrUnexpectedEOF, which is also what a truncated body
-// says.)
-func peek(resp *http.Response) ([]byte, error) {
+// says.) With bound > 0, a body whose first peekBytes take longer is closed
+// at the bound: what was read is returned, the body then reads errBodyCut,
+// and so does peek.
+func peek(resp *http.Response, bound time.Duration) ([]byte, error) {
 	buf := make([]byte, peekBytes)
+	var cut *time.Timer
+	if bound > 0 {
+		cut = time.AfterFunc(bound, func() { _ = resp.Body.Close() })
+	}
 	n := 0
 	var err error
 	for n < len(buf) && err == nil {
@@ -365,16 +403,30 @@ func peek(resp *http.Response) ([]byte, error) {
 		k, err = resp.Body.Read(buf[n:])
 		n += k
 	}
-	if errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-		err = nil
-	}
-	if err != nil {
+	buf = buf[:n]
+	// the bound fell due: the body is closed, or about to be
+	closed := cut != nil && !cut.Stop()
+	var rest io.Reader = resp.Body
+	switch {
+	case errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
+		// all of it: nothing is left to read
+		rest, err = eofReader{}, nil
+	case closed:
+		rest, err = errReader{errBodyCut}, errBodyCut
+	case err != nil:
 		return nil, err
 	}
-	buf = buf[:n]
 	resp.Body = struct {
 		io.Reader
 		io.Closer
-	}{io.MultiReader(bytes.NewReader(buf), resp.Body), resp.Body}
-	return buf, nil
+	}{io.MultiReader(bytes.NewReader(buf), rest), resp.Body}
+	return buf, err
 }
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -191,4 +193,72 @@ func TestPauseDoesNotUseTimeout(t *testing.T) {
 		assert.True(t, errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "deadline"), err)
 		assert.Less(t, time.Since(start), 25*time.Second, "two attempts of 10 s, plus backoff")
 	})
+}
+
+// drip is a body that gives one byte per interval, forever; Close ends a
+// read in progress, as net/http's bodies do.
+type drip struct {
+	every  time.Duration
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newDrip(every time.Duration) *drip { return &drip{every: every, closed: make(chan struct{})} }
+
+func (d *drip) Read(p []byte) (int, error) {
+	t := time.NewTimer(d.every)
+	defer t.Stop()
+	select {
+	case <-d.closed:
+		return 0, errors.New("read on closed body")
+	case <-t.C:
+	}
+	p[0] = 'x'
+	return 1, nil
+}
+
+func (d *drip) Close() error {
+	d.once.Do(func() { close(d.closed) })
+	return nil
+}
+
+// A refusal whose body drips (429, Retry-After: 1, one byte per 100 ms)
+// does not hold the request: the bodies the transport reads and does not
+// hand on (the retried refusals it drains, the part block-page detectors
+// see) are bounded in time, their connections closed past the bound. The
+// request ends after its send and 3 retries with the last 429, long before
+// the caller's 45-s deadline, and holds no slot. (Before, it returned at
+// that deadline after one send, holding the slot throughout.)
+func TestSlowRefusalBodyDoesNotHang(t *testing.T) {
+	for _, markers := range []bool{false, true} {
+		t.Run(fmt.Sprintf("detectors %v", markers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var sends atomic.Int32
+				rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					sends.Add(1)
+					return &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"1"}},
+						Body: newDrip(100 * time.Millisecond), Request: r}, nil
+				})
+				opts := []adaptive.Option{adaptive.WithJitterSeed(1)}
+				if markers {
+					opts = append(opts, adaptive.WithConfig(adaptive.Config{BlockBodyMarkers: []string{"captcha"}}))
+				}
+				tr := adaptive.NewTransport(rt, opts...)
+				ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+				defer cancel()
+				req, err := http.NewRequestWithContext(ctx, "GET", "http://a.test/page/1", nil)
+				require.NoError(t, err)
+				start := time.Now()
+				resp, err := (&http.Client{Transport: tr}).Do(req)
+				elapsed := time.Since(start)
+				require.NoError(t, err)
+				assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "the caller gets the refusal")
+				require.NoError(t, resp.Body.Close())
+				assert.EqualValues(t, 4, sends.Load(), "the send and its 3 retries")
+				assert.Less(t, elapsed, 15*time.Second, "not the caller's deadline")
+				t.Logf("4 refusals answered in %v", elapsed)
+				assertIdle(t, tr.Controller())
+			})
+		})
+	}
 }
