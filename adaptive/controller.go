@@ -21,7 +21,7 @@ import (
 type Controller struct {
 	st      *settings // immutable once built
 	errMu   sync.Mutex
-	err     error // guarded by errMu: configuration problems Attach or NewTransport met
+	err     error     // guarded by errMu: configuration problems Attach or NewTransport met
 	origin  time.Time // scopes keep time as durations since it (monotonic)
 	streams *streams
 	mem     *memory // what outlives a scope: robots.txt, ceilings

@@ -35,6 +35,10 @@ func (b BreakerState) String() string {
 // scope.mu guards it.
 type gate struct {
 	pausedUntil time.Duration
+	// pauseAsked is the pause in force as asked for (by the server, the
+	// backoff, the fleet), before its jitter: MaxPause is judged on it, so
+	// that the jitter never turns an honoured wait into a refusal
+	pauseAsked  time.Duration
 	parkedUntil time.Duration // with parked: 0 means until Unpark
 	reason      Reason        // of the pause in force
 	breaker     BreakerState
@@ -61,7 +65,7 @@ func (g *gate) refuse(now, maxPause time.Duration) (refusal, bool) {
 		}
 		g.parked, g.blockRow = false, 0
 	}
-	if g.pausedUntil-now > maxPause {
+	if g.pauseAsked-now > maxPause {
 		err := ErrPaused
 		if g.reason == ReasonBreaker {
 			err = ErrBreakerOpen
@@ -167,11 +171,19 @@ func (g *gate) pause(now, until time.Duration, reason Reason, st *settings, r *r
 	if until > r.share {
 		r.share, r.shareReason = until, reason
 	}
+	return g.hold(now, until, reason, st)
+}
+
+// hold makes the pause in force end at until (as asked) plus a jitter of
+// its own, if that is later than the one in force. It reports whether the
+// deadline moved.
+func (g *gate) hold(now, until time.Duration, reason Reason, st *settings) bool {
+	asked := until
 	until += g.jitter(until-now, st)
 	if until <= g.pausedUntil {
 		return false
 	}
-	g.pausedUntil, g.reason = until, reason
+	g.pausedUntil, g.pauseAsked, g.reason = until, asked, reason
 	return true
 }
 
@@ -182,18 +194,13 @@ func (g *gate) adopt(now, until time.Duration, reason Reason, st *settings) bool
 	if until <= now {
 		return false
 	}
-	until += g.jitter(until-now, st)
-	if until <= g.pausedUntil {
-		return false
-	}
-	g.pausedUntil, g.reason = until, reason
-	return true
+	return g.hold(now, until, reason, st)
 }
 
 // unpark lifts a park and any pause at once.
 func (g *gate) unpark() {
 	g.parked, g.parkedUntil, g.blockRow = false, 0, 0
-	g.pausedUntil, g.reason = 0, ReasonNone
+	g.pausedUntil, g.pauseAsked, g.reason = 0, 0, ReasonNone
 }
 
 // reasonAt is the reason of the pause in force at now (ReasonNone once it

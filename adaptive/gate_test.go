@@ -2,7 +2,10 @@ package adaptive
 
 import (
 	"fmt"
+	"net/http"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -177,4 +180,63 @@ func TestGateJitter(t *testing.T) {
 	}
 	st.Jitter = -1
 	assert.Zero(t, g.jitter(time.Hour, st))
+}
+
+// A Retry-After equal to MaxPause is waited out, not refused: the rule
+// ("above MaxPause fails at once") is judged on the server's value, and
+// the jitter added to the pause never turns an honoured wait into a
+// refusal, whether the pause was decided here or adopted from the fleet's
+// store. (Before, 120 with the default MaxPause, and 10 with MaxPause 10 s,
+// failed with ErrPaused for seeds 1–3.)
+func TestRetryAfterAtMaxPauseIsWaited(t *testing.T) {
+	for _, tc := range []struct {
+		ra              string
+		pause, maxPause time.Duration
+	}{{"120", 120 * time.Second, 0}, {"10", 10 * time.Second, 10 * time.Second}} {
+		for seed := uint64(1); seed <= 3; seed++ {
+			t.Run(fmt.Sprintf("Retry-After %s seed %d", tc.ra, seed), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					var refuse atomic.Bool // the next request gets the 429
+					rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+						if refuse.Swap(false) {
+							return &http.Response{StatusCode: 429, Header: http.Header{"Retry-After": {tc.ra}}, Body: http.NoBody, Request: r}, nil
+						}
+						return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+					})
+					store := &MemoryStore{}
+					opts := []Option{WithStore(store), WithDefault(Rule{MaxRetries: -1})}
+					if tc.maxPause > 0 {
+						opts = append(opts, WithMaxPause(tc.maxPause))
+					}
+					here := &http.Client{Transport: NewTransport(rt, append(opts, WithJitterSeed(seed))...)}
+					// another process of the fleet, with a jitter of its own
+					there := &http.Client{Transport: NewTransport(rt, append(opts, WithJitterSeed(seed+100))...)}
+					get := func(c *http.Client, path string) (int, error) {
+						resp, err := c.Get("http://a.test" + path)
+						if err != nil {
+							return 0, err
+						}
+						resp.Body.Close()
+						return resp.StatusCode, nil
+					}
+					code, err := get(there, "/page/0") // its scope exists when the pause is shared
+					require.NoError(t, err)
+					require.Equal(t, 200, code)
+					refuse.Store(true)
+					code, err = get(here, "/page/1")
+					require.NoError(t, err)
+					require.Equal(t, 429, code)
+
+					start := time.Now()
+					code, err = get(there, "/page/2")
+					assert.NoError(t, err, "the pause adopted from the store is waited out")
+					assert.Equal(t, 200, code)
+					code, err = get(here, "/page/3")
+					assert.NoError(t, err, "the pause decided here is waited out")
+					assert.Equal(t, 200, code)
+					assert.GreaterOrEqual(t, time.Since(start), tc.pause, "after the pause")
+				})
+			})
+		}
+	}
 }
