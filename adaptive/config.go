@@ -319,7 +319,9 @@ func WithMaxPause(d time.Duration) Option {
 // WithStore makes the controller one of the fleet of collectors that use
 // the same Store: one send schedule, one law, one pause and one
 // concurrency budget per scope. Close the controller to give its leases
-// back.
+// back. What a store holds is untrusted: a shared rate or estimate is taken
+// at most at 1,000 req/s and under every ceiling in force here, and the
+// fleet's state only ever lowers this process's concurrency limit.
 func WithStore(s Store) Option { return in(phaseSettings, func(c *Config) { c.Store = s }) }
 
 // WithJitterSeed seeds the resume jitter, for reproducible runs.

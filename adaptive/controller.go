@@ -141,12 +141,13 @@ func (c *Controller) scope(key string, r *rule, now time.Duration) *scope {
 	if rate, until := c.mem.quota(key); rate > 0 && now < until {
 		s.core.pace.setQuota(rate, until)
 	}
+	s.core.pace.sync(now, &s.core) // the law learns the ceilings in force
 	if est, limit, at := c.mem.estimate(key); est > 0 {
 		// an estimate from an evicted scope or an import: trusted less
 		// the older it is
-		s.core.law.Seed(now, decayed(est, now-at), limit)
+		s.core.law.Restore(now, decayed(est, now-at), limit)
+		s.core.pace.sync(now, &s.core)
 	}
-	s.core.pace.sync(now, &s.core)
 	s.end(&sp)
 	c.scopes[key] = s
 	c.mu.Unlock()

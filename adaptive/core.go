@@ -206,7 +206,7 @@ func (c *core) quota(now time.Duration, q classify.Quota, st *settings, r *react
 	}
 	if q.Limit > 0 && q.Window > 0 {
 		// an honest policy states the capacity: start at it (no slow start)
-		c.law.Seed(now, float64(q.Limit)/q.Window.Seconds(), 0)
+		c.law.Seed(now, float64(q.Limit)/q.Window.Seconds())
 	}
 	reset := q.Reset
 	if reset <= 0 {

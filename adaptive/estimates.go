@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/colly-polite/polite/adaptive/internal/law"
 )
 
 // estimateHalfLife is how fast a remembered estimate loses trust: a scope
@@ -57,11 +59,20 @@ func (c *Controller) ExportEstimates() ([]byte, error) {
 	return json.MarshalIndent(f, "", " ")
 }
 
+// clockSkew is how far ahead of this clock an imported measurement may be
+// (the file may come from another machine) and still count, as of now.
+const clockSkew = time.Minute
+
 // ImportEstimates takes what ExportEstimates wrote (by this process or
 // another): scopes created from now on start at the estimate, halved for
 // each hour since it was measured, instead of slow-starting. Live scopes
-// keep what they measured. Entries that are not finite and positive are
-// refused with an error; nothing is imported then.
+// keep what they measured. A file is untrusted: an entry whose rate is not
+// finite and positive, whose limit is negative or not finite, or whose
+// measurement is dated more than a minute ahead of this clock is refused
+// with an error, and nothing is imported then; a rate above
+// law.MaxRate (1,000 req/s) is taken as that, and a scope starts under
+// every ceiling in force for it and with a concurrency limit of at most
+// its rule's MaxConcurrency.
 func (c *Controller) ImportEstimates(data []byte) error {
 	if len(data) > maxImport {
 		return fmt.Errorf("%w: estimates: %d bytes, more than %d", ErrConfig, len(data), maxImport)
@@ -73,13 +84,18 @@ func (c *Controller) ImportEstimates(data []byte) error {
 	if f.Version != 1 {
 		return fmt.Errorf("%w: estimates: version %d, want 1", ErrConfig, f.Version)
 	}
+	latest := time.Now().Add(clockSkew)
 	for k, e := range f.Scopes {
 		if k == "" || !(e.Rate > 0) || math.IsInf(e.Rate, 0) || e.Limit < 0 || math.IsNaN(e.Limit) || math.IsInf(e.Limit, 0) || e.Measured.IsZero() {
 			return fmt.Errorf("%w: estimates: scope %q: rate %v, limit %v, measured %v", ErrConfig, k, e.Rate, e.Limit, e.Measured)
 		}
+		if e.Measured.After(latest) {
+			return fmt.Errorf("%w: estimates: scope %q: measured %v, in the future", ErrConfig, k, e.Measured)
+		}
 	}
+	now := c.now()
 	for k, e := range f.Scopes {
-		c.mem.keepEstimate(k, e.Rate, e.Limit, c.since(e.Measured))
+		c.mem.keepEstimate(k, math.Min(e.Rate, law.MaxRate), e.Limit, min(c.since(e.Measured), now))
 	}
 	return nil
 }

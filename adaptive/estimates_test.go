@@ -2,6 +2,7 @@ package adaptive_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -69,8 +70,8 @@ func TestEstimateSurvivesEviction(t *testing.T) {
 		require.False(t, live, "evicted")
 		require.NoError(t, c.Visit(srv.HostURL("a.test")+"/page/2"))
 		s, _ := ctrl.Snapshot("a.test")
-		// two minutes old: 0.5^(2/60) of it, just under it
-		assert.InDelta(t, est*0.97*0.977, s.Estimate, est*0.02)
+		// two minutes old: 0.5^(2/60) of it, and nothing else taken off
+		assert.InDelta(t, est*0.977, s.Estimate, est*0.003)
 	})
 }
 
@@ -103,8 +104,7 @@ func TestExportImportEstimates(t *testing.T) {
 		c := newCollectorWith(t, srv, ctrl)
 		require.NoError(t, c.Visit(srv.HostURL("a.test")+"/page/1"))
 		s, _ := ctrl.Snapshot("a.test")
-		assert.Positive(t, s.Estimate, "started warm")
-		assert.Less(t, s.Estimate, est, "trusted less than when measured (the clock moved on)")
+		assert.Equal(t, est, s.Estimate, "started warm, at the estimate exported: no margin taken off twice")
 	})
 
 	ctrl, err := adaptive.New()
@@ -115,7 +115,34 @@ func TestExportImportEstimates(t *testing.T) {
 		`{"version":1,"scopes":{"a.test":{"rate":1e400,"limit":1,"measured":"2026-01-01T00:00:00Z"}}}`,
 		`{"version":1,"scopes":{"":{"rate":1,"limit":1,"measured":"2026-01-01T00:00:00Z"}}}`,
 		`{"version":1,"scopes":{"a.test":{"rate":1,"limit":1}}}`,
+		`{"version":1,"scopes":{"a.test":{"rate":1e308,"limit":1e300,"measured":"9999-12-31T00:00:00Z"}}}`,
 	} {
 		assert.ErrorIs(t, ctrl.ImportEstimates([]byte(bad)), adaptive.ErrConfig, bad)
 	}
+}
+
+// Export and import back to back keep the estimate: three crawls, each
+// starting from the last one's export, start at the same estimate (apart
+// from the hourly decay, none here: no time passes between them). Before,
+// the margin was taken off again at each import: 17.68, 17.12, 16.57/s.
+func TestEstimatesRoundTrip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{Limit: fixedWindow(20)}))
+		first, err := adaptive.New(adaptive.WithRobots(false), adaptive.WithJitterSeed(1))
+		require.NoError(t, err)
+		est := learn(t, first, srv)
+		data, err := first.ExportEstimates()
+		require.NoError(t, err)
+		for run := range 3 {
+			ctrl, err := adaptive.New(adaptive.WithRobots(false), adaptive.WithJitterSeed(1))
+			require.NoError(t, err)
+			require.NoError(t, ctrl.ImportEstimates(data))
+			c := newCollectorWith(t, srv, ctrl)
+			require.NoError(t, c.Visit(fmt.Sprintf("%s/page/%d", srv.HostURL("a.test"), run)))
+			s, _ := ctrl.Snapshot("a.test")
+			assert.Equal(t, est, s.Estimate, "run %d", run)
+			data, err = ctrl.ExportEstimates()
+			require.NoError(t, err)
+		}
+	})
 }

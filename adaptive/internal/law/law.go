@@ -207,16 +207,33 @@ func (l *Law) Init(c *Config, now time.Duration) {
 	}
 }
 
-// Seed starts the law from a known capacity (honest quota headers, an
-// estimate remembered from an evicted scope or imported from an earlier
-// crawl): the scope sends just under it at once, with no slow start, and
+// MaxRate bounds every rate the law takes from outside its own
+// measurements (quota headers, an estimate restored or imported, a fleet's
+// shared state), req/s: a value from outside is untrusted, and no polite
+// crawl of one scope needs more. The law's own search may go above it.
+const MaxRate = 1000
+
+// Seed starts the law from a capacity a server stated (honest quota
+// headers): the scope sends just under it at once, with no slow start, and
 // probes above it later. A law past slow start keeps what it measured.
-// limit, if above the start, seeds the concurrency limit too.
-func (l *Law) Seed(now time.Duration, capacity, limit float64) {
-	if l.ph != SlowStart || l.est != 0 || !(capacity > 0) {
+func (l *Law) Seed(now time.Duration, capacity float64) {
+	l.start(now, capacity*(1-margin), 0)
+}
+
+// Restore starts the law from an estimate it measured before (a scope
+// evicted and created again, an estimate imported from an earlier crawl),
+// as it was: no margin is taken off again. limit, if above the start,
+// seeds the concurrency limit too, at most MaxConcurrency. The estimate is
+// bounded by MaxRate and by the ceiling in force (SetCeiling).
+func (l *Law) Restore(now time.Duration, est, limit float64) {
+	l.start(now, est, limit)
+}
+
+func (l *Law) start(now time.Duration, est, limit float64) {
+	if l.ph != SlowStart || l.est != 0 || !(est > 0) {
 		return
 	}
-	l.est = math.Max(capacity*(1-margin), l.cfg.MinRate)
+	l.est = l.bounded(est)
 	l.rate = l.est
 	l.ph = Steady
 	l.nextProbe = now + l.probeGap()
@@ -225,6 +242,19 @@ func (l *Law) Seed(now time.Duration, capacity, limit float64) {
 		l.ssthresh = float32(l.limit)
 	}
 	l.newRound(now)
+}
+
+// bounded is a rate from outside within [MinRate, MaxRate] and under the
+// ceiling in force. NaN gives MinRate.
+func (l *Law) bounded(r float64) float64 {
+	top := float64(MaxRate)
+	if l.ceil > 0 && l.ceil < top {
+		top = l.ceil
+	}
+	if !(r <= top) {
+		r = top
+	}
+	return math.Max(r, l.cfg.MinRate)
 }
 
 // Rate is the pacing rate the law wants, req/s, never below MinRate (the
@@ -714,25 +744,29 @@ func (l *Law) Shared(now time.Duration) Shared {
 // Adopt takes the fleet's shared state at now: what another process decided
 // (a decrease it saw, a probe it started) becomes this law's. Requests sent
 // before carry the old epochs: their signals are the tail of what the fleet
-// already answered. Round accounting starts again. Values that make no
-// sense are ignored.
+// already answered. Round accounting starts again. A store is untrusted:
+// values that make no sense are ignored, the rate and the estimate are
+// bounded as Restore bounds them, and the concurrency limit is only ever
+// lowered (a decrease decided elsewhere; increases are each process's own).
 func (l *Law) Adopt(now time.Duration, s Shared) {
-	if !(s.Rate > 0) || !(s.Limit >= 1) || !(s.Estimate >= 0) || math.IsInf(s.Rate, 0) || math.IsInf(s.Limit, 0) ||
-		math.IsInf(s.Estimate, 0) || s.Phase > Probing {
+	if !(s.Rate > 0) || !(s.Limit >= 1) || !(s.Estimate >= 0) || math.IsInf(s.Limit, 0) || s.Phase > Probing {
 		return
 	}
-	moved := s.Rate != l.rate || s.Epoch != l.epoch || s.Phase != l.ph
-	l.rate, l.est = s.Rate, s.Estimate
+	rate := l.bounded(s.Rate)
+	est := 0.0
+	if s.Estimate > 0 {
+		est = l.bounded(s.Estimate)
+	}
+	moved := rate != l.rate || s.Epoch != l.epoch || s.Phase != l.ph
+	l.rate, l.est = rate, est
 	if s.Step > 0 && s.Step <= 1 {
 		l.step = s.Step
 	}
 	if s.DownStep > 0 && s.DownStep <= 0.5 {
 		l.downStep = s.DownStep
 	}
-	if s.CEpoch != l.cepoch {
-		// a decrease of the limit decided elsewhere; increases are each
-		// process's own
-		l.limit = math.Max(math.Min(s.Limit, float64(l.cfg.MaxConcurrency)), float64(l.cfg.MinConcurrency))
+	if s.CEpoch != l.cepoch && s.Limit < l.limit {
+		l.limit = math.Max(math.Floor(s.Limit), float64(l.cfg.MinConcurrency))
 		l.ssthresh = float32(l.limit)
 	}
 	l.epoch, l.cepoch, l.ph = s.Epoch, s.CEpoch, s.Phase

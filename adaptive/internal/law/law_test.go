@@ -2,6 +2,7 @@ package law_test
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -441,23 +442,61 @@ func TestLatencyMixedPages(t *testing.T) {
 	assert.Greater(t, l.MinRTT(), 90*ms)
 }
 
-// Seed starts the law at a known capacity: no slow start; a law that has
-// measured keeps its measurement.
+// Seed starts the law at a capacity a server stated, just under it;
+// Restore at an estimate measured before, as it was (no margin taken off
+// twice). Either way no slow start, and a law that has measured keeps its
+// measurement.
 func TestSeed(t *testing.T) {
-	var l law.Law
 	c := cfg
+	var l law.Law
 	l.Init(&c, 0)
-	l.Seed(0, 40, 12)
+	l.Seed(0, 40)
 	assert.InDelta(t, 40*0.97, l.Estimate(), 1e-9)
 	assert.InDelta(t, 40*0.97, l.Rate(), 1e-9)
 	assert.Equal(t, law.Steady, l.Phase())
-	assert.Equal(t, 12.0, l.Limit())
-	l.Seed(0, 100, 0)
+	l.Seed(0, 100)
+	l.Restore(0, 100, 0)
 	assert.InDelta(t, 40*0.97, l.Estimate(), 1e-9, "a second seed does not overwrite")
+
+	var r law.Law
+	r.Init(&c, 0)
+	r.Restore(0, 17.68, 12)
+	assert.Equal(t, 17.68, r.Estimate(), "restored as it was")
+	assert.Equal(t, 12.0, r.Limit())
+
 	var m law.Law
 	m.Init(&c, 0)
-	m.Seed(0, 0, 0)
+	m.Seed(0, 0)
+	m.Restore(0, math.NaN(), 0)
 	assert.Equal(t, law.SlowStart, m.Phase(), "nothing to seed from")
+}
+
+// A rate from outside the law (quota headers, an import, a fleet's store)
+// is untrusted: it is bounded by MaxRate and the ceiling in force, and an
+// imported limit by MaxConcurrency. (An estimate of 1e308 req/s imported
+// with a limit of 1e300 ran a scope at 9.7e307/s.)
+func TestOutsideRatesBounded(t *testing.T) {
+	c := cfg
+	for _, tc := range []struct {
+		name       string
+		ceil, want float64
+		seed       func(*law.Law)
+	}{
+		{"restored", 0, law.MaxRate, func(l *law.Law) { l.Restore(0, 1e308, 1e300) }},
+		{"restored under a ceiling", 5, 5, func(l *law.Law) { l.Restore(0, 1e12, 1e300) }},
+		{"quota headers", 0, law.MaxRate, func(l *law.Law) { l.Seed(0, 1e9) }},
+		{"infinite", 0, law.MaxRate, func(l *law.Law) { l.Restore(0, math.Inf(1), math.Inf(1)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var l law.Law
+			l.Init(&c, 0)
+			l.SetCeiling(tc.ceil)
+			tc.seed(&l)
+			assert.Equal(t, tc.want, l.Estimate())
+			assert.Equal(t, tc.want, l.Rate())
+			assert.LessOrEqual(t, l.Limit(), float64(c.MaxConcurrency))
+		})
+	}
 }
 
 // After the breaker closes (or an unpark), the estimate it cut is a lower
@@ -521,6 +560,17 @@ func TestSharedAndAdopt(t *testing.T) {
 	sh.CEpoch++
 	b.Adopt(80*ms, sh)
 	assert.Equal(t, 2.0, b.Limit(), "a decrease decided elsewhere")
+
+	// the fleet never raises the limit, whatever its epoch says
+	sh.CEpoch++
+	sh.Limit = 1e300
+	b.Adopt(85*ms, sh)
+	assert.Equal(t, 2.0, b.Limit(), "a store's limit above this process's is not taken")
+	// a rate from a store is bounded
+	sh.Rate, sh.Estimate = 1e308, math.Inf(1)
+	b.Adopt(86*ms, sh)
+	assert.Equal(t, float64(law.MaxRate), b.Rate())
+	assert.Equal(t, float64(law.MaxRate), b.Estimate())
 
 	// nonsense from a store is ignored
 	before := b.Rate()
