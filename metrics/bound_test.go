@@ -3,11 +3,13 @@ package metrics_test
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -201,5 +203,68 @@ func TestLint(t *testing.T) {
 		assert.Equal(t, float64(1), s[`colly_polite_ceiling_requests_per_second{ceiling="configured",crawler="test",scope="d.test"}`])
 		assert.Equal(t, float64(1), s[`colly_polite_pacing_requests_per_second{crawler="test",scope="d.test"}`])
 		assert.Equal(t, float64(2), s[`colly_polite_pause_reason{crawler="test",reason="none",scope="other"}`], "b.test and c.test")
+	})
+}
+
+// Whatever a scope function returns, a scrape works and the application's
+// own metrics with it: a key that is not valid UTF-8, or is very long,
+// gets a valid label of bounded length; two keys that clean up alike keep
+// labels of their own; a key spelled like another's cleaned label is
+// folded into "other" rather than duplicate a series. (Twelve requests to
+// http://%ff%fe.evil/ under a ScopeFunc returning r.URL.Hostname() made
+// every Gather fail, "not valid UTF-8", and /metrics answer 500.)
+func TestHostileScopeLabels(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctrl := fastController(t, adaptive.WithScope(func(r *http.Request) string { return r.Header.Get("Scope") }))
+		as := func(scope string, n int) {
+			req, _ := http.NewRequest("GET", "http://a.test/", nil)
+			req.Header.Set("Scope", scope)
+			for range n {
+				p, err := ctrl.Acquire(context.Background(), req)
+				require.NoError(t, err)
+				p.Record(&http.Response{StatusCode: 200, Header: http.Header{}}, nil)
+			}
+		}
+		u, err := url.Parse("http://%ff%fe.evil/")
+		require.NoError(t, err)
+		long := strings.Repeat("é", 5000) + ".test"
+		for _, k := range []string{u.Hostname(), "\xff.evil", "\xfe.evil", long} {
+			as(k, 12)
+		}
+		reg := prometheus.NewPedanticRegistry()
+		own := prometheus.NewCounter(prometheus.CounterOpts{Name: "app_pages_total", Help: "The application's own."})
+		own.Inc()
+		reg.MustRegister(metrics.New(ctrl), own)
+		labels := func() map[string]bool {
+			mfs, err := reg.Gather()
+			require.NoError(t, err, "a scrape never fails on a scope's name")
+			out := map[string]bool{}
+			found := false
+			for _, mf := range mfs {
+				found = found || mf.GetName() == "app_pages_total"
+				for _, m := range mf.GetMetric() {
+					for _, l := range m.GetLabel() {
+						if l.GetName() == "scope" {
+							out[l.GetValue()] = true
+						}
+					}
+				}
+			}
+			assert.True(t, found, "the application's metrics are served too")
+			return out
+		}
+		got := labels()
+		assert.Len(t, got, 5, "four labels of their own and other: %q", got)
+		var cleaned string
+		for l := range got {
+			assert.True(t, utf8.ValidString(l))
+			assert.LessOrEqual(t, len(l), 128)
+			if strings.HasPrefix(l, "\uFFFD.evil~") {
+				cleaned = l
+			}
+		}
+		require.NotEmpty(t, cleaned)
+		as(cleaned, 12) // a key spelled like a cleaned label
+		assert.Len(t, labels(), 5, "folded into other: no duplicate series")
 	})
 }

@@ -1,9 +1,13 @@
 package metrics
 
 import (
+	"fmt"
+	"hash/fnv"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -34,6 +38,12 @@ const (
 // scopes, adaptive.Report). Gauges of "other" are sums
 // over its live scopes (the RTT a mean); each scope-state gauge
 // (pause_reason, breaker_state, phase) counts the scopes in that state.
+//
+// A scope label is the scope's key when that is valid UTF-8 of at most 128
+// bytes; otherwise the key's valid part, cut to fit, then "~" and a hash of
+// the whole key, so that a hostile name (from a custom ScopeFunc) never
+// fails a scrape and two names that clean up alike stay apart. A scope
+// whose label another scope already holds is summed under "other".
 type Collector struct {
 	ctrl        *adaptive.Controller
 	maxScopes   int
@@ -47,8 +57,33 @@ type Collector struct {
 
 // labelled is a scope with a label of its own.
 type labelled struct {
+	label   string    // its scope label: the key, or the key made valid (labelOf)
 	created time.Time // tells a scope from a later one with the same key
 	base    tally     // what it had counted when it got its label (in "other")
+}
+
+// maxLabel bounds a scope label's length in bytes.
+const maxLabel = 128
+
+// labelOf is the scope label of key: the key itself when it is valid UTF-8
+// of at most maxLabel bytes; otherwise its valid part, cut to fit, and "~"
+// with 16 hex digits of a hash of the whole key, so that keys that clean
+// up alike keep labels of their own. Whatever a scope function returns, a
+// label never fails a scrape.
+func labelOf(key string) string {
+	if len(key) <= maxLabel && utf8.ValidString(key) {
+		return key
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	tag := fmt.Sprintf("~%016x", h.Sum64())
+	clean := strings.ToValidUTF8(key, "\uFFFD")
+	cut := maxLabel - len(tag)
+	for len(clean) > cut {
+		_, size := utf8.DecodeLastRuneInString(clean)
+		clean = clean[:len(clean)-size]
+	}
+	return clean + tag
 }
 
 // Option changes a Collector.
@@ -108,17 +143,22 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	r := c.ctrl.Report()
 
 	// A labelled scope keeps its label while it lives: forget those
-	// evicted (gone, or replaced by a new scope with the same key).
+	// evicted (gone, or replaced by a new scope with the same key). A label
+	// in use is not given to another scope (a key spelled like another's
+	// cleaned label): that one is folded, never a duplicate series.
 	live := make(map[string]*adaptive.Snapshot, len(c.labelled))
 	for i := range r.Scopes {
 		if _, ok := c.labelled[r.Scopes[i].Scope]; ok {
 			live[r.Scopes[i].Scope] = &r.Scopes[i]
 		}
 	}
+	used := make(map[string]bool, len(c.labelled))
 	for k, l := range c.labelled {
 		if s := live[k]; s == nil || !s.Created.Equal(l.created) {
 			delete(c.labelled, k)
+			continue
 		}
+		used[l.label] = true
 	}
 
 	other := newSum()
@@ -127,14 +167,18 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		s := &r.Scopes[i]
 		t := tallyOf(s.Counts, s.Statuses, s.Retries, s.PausedTotal)
 		l := c.labelled[s.Scope]
-		if l == nil && len(c.labelled) < c.maxScopes && s.Scope != Other && t.requests() >= c.minRequests {
-			l = &labelled{created: s.Created}
-			if !s.Created.After(c.last) {
-				// the last scrape counted it in "other": what it counted
-				// so far stays there, so that "other" never goes down
-				l.base = t
+		if l == nil && len(c.labelled) < c.maxScopes && t.requests() >= c.minRequests {
+			if label := labelOf(s.Scope); label != Other && !used[label] {
+				used[label] = true
+				l = &labelled{label: label, created: s.Created}
+				if !s.Created.After(c.last) {
+					// the last scrape counted it in "other": what it
+					// counted so far stays there, so that "other" never
+					// goes down
+					l.base = t
+				}
+				c.labelled[s.Scope] = l
 			}
-			c.labelled[s.Scope] = l
 		}
 		if l == nil {
 			other.add(t)
@@ -145,7 +189,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		own := newSum()
 		own.add(t.minus(l.base))
 		own.gauges(s)
-		c.emit(ch, s.Scope, own, s)
+		c.emit(ch, l.label, own, s)
 	}
 	c.emit(ch, Other, other, nil)
 	c.last = r.Time
