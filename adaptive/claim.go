@@ -168,7 +168,7 @@ func (s *scope) useClaim(c *Controller, key string, now time.Duration) (grant, b
 	if len(s.claims) == 0 {
 		s.claims = nil
 	}
-	if _, refused := s.core.gate.refuse(now, c.st.MaxPause); refused || s.core.gate.paused(now) {
+	if _, refused := s.core.refusal(now, c.st.MaxPause); refused || s.core.paused(now) {
 		s.core.untake(cl.t)
 		return grant{}, false
 	}

@@ -139,14 +139,12 @@ func (c *Controller) scope(key string, r *rule, now time.Duration) *scope {
 	s = newScope(key, r, now, c.st.JitterSeed)
 	sp := s.begin(c, now) // no lock needed yet: nobody else sees s
 	if rate, until := c.mem.quota(key); rate > 0 && now < until {
-		s.core.pace.setQuota(rate, until)
+		s.core.setQuota(now, rate, until)
 	}
-	s.core.pace.sync(now, &s.core) // the law learns the ceilings in force
 	if est, limit, at := c.mem.estimate(key); est > 0 {
 		// an estimate from an evicted scope or an import: trusted less
 		// the older it is
-		s.core.law.Restore(now, decayed(est, now-at), limit)
-		s.core.pace.sync(now, &s.core)
+		s.core.restore(now, decayed(est, now-at), limit)
 	}
 	s.end(&sp)
 	c.scopes[key] = s
@@ -185,20 +183,18 @@ func (c *Controller) sweepLocked(now time.Duration) []evicted {
 	for k, s := range c.scopes {
 		s.mu.Lock()
 		idle := s.idle(now, c.st.IdleTTL)
-		p := &s.core.pace
 		var qr, est, limit float64
 		var qu, used time.Duration
 		if idle {
 			s.dead = true
 			delete(c.scopes, k)
-			c.gone.add(s, now)
-			if p.quota > 0 && now < p.quotaUntil {
-				qr, qu = p.quota, p.quotaUntil
-			}
-			est, limit, used = s.core.law.Estimate(), s.core.law.Limit(), s.lastUsed
+			state := s.core.state()
+			c.gone.add(s, &state, now)
+			qr, qu = s.core.quotaCeiling(now)
+			est, limit, used = state.estimate, state.limit, s.lastUsed
 			if info {
-				e := evicted{key: k, paused: s.pausedTotal(now)}
-				for _, n := range s.core.counts {
+				e := evicted{key: k, paused: s.core.pausedTotal(now)}
+				for _, n := range state.counts {
 					e.requests += uint64(n)
 				}
 				out = append(out, e)

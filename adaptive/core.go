@@ -98,7 +98,7 @@ func (c *core) take(now time.Duration) ticket {
 
 // unpark lifts a park and any pause (the user's word): no hold is left.
 func (c *core) unpark(now time.Duration) {
-	c.gate.unpark()
+	c.gate.unpark(now)
 	c.law.Resumed(now)
 	c.pace.b.Resume(now)
 }
@@ -217,4 +217,198 @@ func (c *core) quota(now time.Duration, q classify.Quota, st *settings, r *react
 	}
 	left := float64(q.Remaining) - float64(c.inflight)
 	c.pace.setQuota(math.Max(left, 1)/reset.Seconds(), now+min(reset, longestPause))
+}
+
+// What the scope, the controller and the fleet ask of the core: nothing
+// outside this file reads or writes the law's, the pacer's or the gate's
+// fields, and the pacer is re-priced (sync) here only.
+
+// refusal reports whether a request must fail at once at now (a park, a
+// pause beyond maxPause), without deciding anything else.
+func (c *core) refusal(now, maxPause time.Duration) (refusal, bool) {
+	return c.gate.refuse(now, maxPause)
+}
+
+// paused reports whether a pause is in force at now.
+func (c *core) paused(now time.Duration) bool { return c.gate.paused(now) }
+
+// idle reports whether nothing holds the scope at now: nothing in flight,
+// no pause, no park.
+func (c *core) idle(now time.Duration) bool {
+	return c.inflight == 0 && !c.gate.paused(now) && !c.gate.parked
+}
+
+// sentRandomGap draws the random extra gap before the next send
+// (Rule.RandomGap) from the scope's one random source, after a send.
+func (c *core) sentRandomGap() { c.pace.sent(c.rule, &c.gate.rng) }
+
+// random draws a number in [0, 1) from the scope's seeded source.
+func (c *core) random() float64 { return rand.New(&c.gate.rng).Float64() }
+
+// setQuota puts a quota ceiling of rate in force until until (one a scope
+// evicted before still had).
+func (c *core) setQuota(now time.Duration, rate float64, until time.Duration) {
+	c.pace.setQuota(rate, until)
+	c.pace.sync(now, c)
+}
+
+// restore starts the law from an estimate measured before (an evicted
+// scope's, an import), under the ceilings in force.
+func (c *core) restore(now time.Duration, est, limit float64) {
+	c.pace.sync(now, c) // the law learns the ceilings in force
+	c.law.Restore(now, est, limit)
+	c.pace.sync(now, c)
+}
+
+// crawlDelays applies the Crawl-delay ceilings: remembered, the scope's
+// (when ok; it replaces the one in force), and origin, the Crawl-delay of
+// the request's origin (the ceiling is at least that strict). It returns
+// the Crawl-delay that set the ceiling, and whether it changed.
+func (c *core) crawlDelays(now time.Duration, remembered time.Duration, ok bool, origin time.Duration) (applied time.Duration, changed bool) {
+	if ok {
+		c.pace.robots = crawlDelayRate(remembered)
+		applied, changed = remembered, true
+	}
+	if c.pace.requireCrawlDelay(crawlDelayRate(origin)) {
+		applied, changed = origin, true
+	}
+	if changed {
+		c.pace.sync(now, c)
+	}
+	return applied, changed
+}
+
+// estimate is the law's capacity estimate and concurrency limit.
+func (c *core) estimate() (est, limit float64) { return c.law.Estimate(), c.law.Limit() }
+
+// quotaCeiling is the quota ceiling in force at now and when it lapses
+// (0 when there is none).
+func (c *core) quotaCeiling(now time.Duration) (rate float64, until time.Duration) {
+	if c.pace.quota > 0 && now < c.pace.quotaUntil {
+		return c.pace.quota, c.pace.quotaUntil
+	}
+	return 0, 0
+}
+
+// adoptPause takes a pause until until that the fleet shared, with a
+// jitter of its own; nothing is sent during it and the first send after it
+// goes at its end. It reports whether the pause in force moved.
+func (c *core) adoptPause(now, until time.Duration, reason Reason, st *settings) bool {
+	if !c.gate.adopt(now, until, reason, st) {
+		return false
+	}
+	c.pace.b.Drain(c.gate.pausedUntil)
+	return true
+}
+
+// fleetRate is the rate in force for a whole fleet, req/s: the law's under
+// the ceilings, before this process's share.
+func (c *core) fleetRate() float64 { return c.pace.whole(c) }
+
+// share is the part of the fleet's rate this process keeps to on its own
+// (1 while the fleet's store answers).
+func (c *core) share() float64 {
+	if c.pace.share <= 0 {
+		return 1
+	}
+	return c.pace.share
+}
+
+// setShare makes share the part of the fleet's rate this process keeps to
+// (1: the store answers, the fleet's schedule decides). It reports the part
+// in force before.
+func (c *core) setShare(now time.Duration, share float64) (was float64) {
+	was = c.pace.share
+	c.pace.share = share
+	c.pace.sync(now, c)
+	return was
+}
+
+// shared is the law's part that a fleet shares, at now.
+func (c *core) shared(now time.Duration) law.Shared { return c.law.Shared(now) }
+
+// adoptShared takes the fleet's law state and returns the law's shared
+// part after it.
+func (c *core) adoptShared(now time.Duration, s law.Shared) law.Shared {
+	c.law.Adopt(now, s)
+	c.pace.sync(now, c)
+	return c.law.Shared(now)
+}
+
+// pacedElsewhere tells the law that the fleet's schedule held a send back:
+// the rate was the bottleneck.
+func (c *core) pacedElsewhere() { c.law.PacedElsewhere() }
+
+// fleetAccepted tells the law the fleet's accepted rate at now.
+func (c *core) fleetAccepted(now time.Duration, perSecond float64) {
+	c.law.FleetAccepted(now, perSecond)
+}
+
+// coreState is what a core shows at one instant: what snapshots, the
+// decision log and eviction read. A value.
+type coreState struct {
+	phase       law.Phase
+	limit       float64
+	inflight    int32
+	rate        float64 // in force
+	lawRate     float64 // the law's, before ceilings
+	estimate    float64
+	rtt         time.Duration
+	ceiling     Reason  // the ceiling that binds (ReasonNone: none)
+	ceilingRate float64 // its value
+	robots      float64 // Crawl-delay ceiling, req/s
+	quota       float64 // quota-header ceiling, req/s
+	pausedUntil time.Duration
+	pauseStart  time.Duration // of the pause in force (or its last extension)
+	parkedUntil time.Duration
+	reason      Reason // of the gate's last pause
+	breaker     BreakerState
+	parked      bool
+	held        time.Duration // increases held until then
+	counts      [classCount]uint32
+}
+
+// state is what the core shows.
+func (c *core) state() coreState {
+	s := coreState{
+		phase: c.law.Phase(), limit: c.law.Limit(), inflight: c.inflight, rate: c.pace.rate(), lawRate: c.law.Rate(),
+		estimate: c.law.Estimate(), rtt: c.law.RTT(), robots: c.pace.robots, quota: c.pace.quota,
+		pausedUntil: c.gate.pausedUntil, pauseStart: c.gate.pauseStart, parkedUntil: c.gate.parkedUntil, reason: c.gate.reason,
+		breaker: c.gate.breaker, parked: c.gate.parked, held: c.law.HeldUntil(), counts: c.counts,
+	}
+	s.ceiling, s.ceilingRate = c.binding()
+	return s
+}
+
+// binding is the ceiling that binds the rate in force and its value:
+// ReasonRate for the configured ceiling (Rule.Rate or Rule.MinGap, the
+// stricter), ReasonCrawlDelay, ReasonQuota, or ReasonNone when the law's
+// own rate is below every ceiling.
+func (c *core) binding() (Reason, float64) {
+	p := &c.pace
+	switch p.why {
+	case ReasonCrawlDelay:
+		return ReasonCrawlDelay, p.robots
+	case ReasonQuota:
+		return ReasonQuota, p.quota
+	}
+	// the pacer says ReasonRate both when the configured rate binds and
+	// when nothing does
+	r := c.rule.Rate
+	if g := c.rule.gapRate; g > 0 && (r == 0 || g < r) {
+		r = g
+	}
+	if r > 0 && p.rate() >= r {
+		return ReasonRate, r
+	}
+	return ReasonNone, 0
+}
+
+// pausedTotal is the time the scope has spent paused, at now.
+func (c *core) pausedTotal(now time.Duration) time.Duration { return c.gate.pausedTotal(now) }
+
+// settle accounts for a pause that ended by now and returns it, once (see
+// gate.settle).
+func (c *core) settle(now time.Duration) (from, to time.Duration, ended bool) {
+	return c.gate.settle(now)
 }

@@ -24,61 +24,11 @@ import (
 // view is what the decision log compares: the visible state of one scope.
 // Taken under scope.mu.
 type view struct {
-	phase       law.Phase
-	ceiling     Reason // the ceiling that binds (ReasonNone: none)
-	reason      Reason // of the gate's last pause
-	breaker     BreakerState
-	parked      bool
-	inflight    int32
-	waiting     int32
-	estimate    float64
-	lawRate     float64 // the law's rate, before ceilings
-	rate        float64 // the rate in force
-	limit       float64
-	ceilingRate float64
-	robots      float64 // Crawl-delay ceiling, req/s
-	quota       float64 // quota-header ceiling, req/s
-	pausedUntil time.Duration
-	parkedUntil time.Duration
-	held        time.Duration
+	coreState
+	waiting int32
 }
 
-func (s *scope) view() view {
-	k := &s.core
-	v := view{
-		phase: k.law.Phase(), reason: k.gate.reason, breaker: k.gate.breaker, parked: k.gate.parked,
-		inflight: k.inflight, waiting: int32(len(s.line)),
-		estimate: k.law.Estimate(), lawRate: k.law.Rate(), rate: k.pace.rate(), limit: k.law.Limit(),
-		robots: k.pace.robots, quota: k.pace.quota,
-		pausedUntil: k.gate.pausedUntil, parkedUntil: k.gate.parkedUntil, held: k.law.HeldUntil(),
-	}
-	v.ceiling, v.ceilingRate = s.binding()
-	return v
-}
-
-// binding is the ceiling that binds the rate in force and its value:
-// ReasonRate for the configured ceiling (Rule.Rate or Rule.MinGap, the
-// stricter), ReasonCrawlDelay, ReasonQuota, or ReasonNone when the law's
-// own rate is below every ceiling.
-func (s *scope) binding() (Reason, float64) {
-	p := &s.core.pace
-	switch p.why {
-	case ReasonCrawlDelay:
-		return ReasonCrawlDelay, p.robots
-	case ReasonQuota:
-		return ReasonQuota, p.quota
-	}
-	// the pacer says ReasonRate both when the configured rate binds and
-	// when nothing does
-	r := s.core.rule.Rate
-	if g := s.core.rule.gapRate; g > 0 && (r == 0 || g < r) {
-		r = g
-	}
-	if r > 0 && p.rate() >= r {
-		return ReasonRate, r
-	}
-	return ReasonNone, 0
-}
+func (s *scope) view() view { return view{s.core.state(), int32(len(s.line))} }
 
 // ceilingName names a binding ceiling in logs and metrics.
 func ceilingName(r Reason) string {
@@ -93,9 +43,8 @@ func ceilingName(r Reason) string {
 
 // step is one step of a scope, between begin and end, under scope.mu.
 type step struct {
-	now   time.Duration
-	until time.Duration // the gate's pausedUntil at begin
-	tale  *tale         // what the log needs; nil when it is off
+	now  time.Duration
+	tale *tale // what the log needs; nil when it is off
 }
 
 // tale is what a step tells the log. Allocated only when the logger takes
@@ -124,13 +73,12 @@ func (c *Controller) logLevels() (info, debug bool) {
 	return true, l.Enabled(ctx, slog.LevelDebug)
 }
 
-// begin starts a step at now: it settles a pause that has ended and, when
-// the log is on, takes the view before. Called with mu held. (Small enough
-// to inline: the log's work is in tell.)
+// begin starts a step at now: the core settles a pause that has ended and,
+// when the log is on, the view before is taken. Called with mu held. (Small
+// enough to inline: the log's work is in tell.)
 func (s *scope) begin(c *Controller, now time.Duration) step {
 	sp := step{now: now}
-	from, to, ended := s.settlePause(now)
-	sp.until = s.core.gate.pausedUntil
+	from, to, ended := s.core.settle(now)
 	if c.st.Logger != nil {
 		s.tell(c, &sp, from, to, ended)
 	}
@@ -143,52 +91,19 @@ func (s *scope) tell(c *Controller, sp *step, from, to time.Duration, ended bool
 	if !info {
 		return
 	}
+	before := s.view()
 	if !ended {
-		from = s.pauseStart // of the pause in force, if any
+		from = before.pauseStart // of the pause in force, if any
 	}
-	sp.tale = &tale{debug: debug, before: s.view(), resumed: ended, pauseFrom: from, pauseTo: to, pauseWhy: s.core.gate.reason}
+	sp.tale = &tale{debug: debug, before: before, resumed: ended, pauseFrom: from, pauseTo: to, pauseWhy: before.reason}
 }
 
-// end ends a step: it accounts for a pause that moved and, when the log is
-// on, takes the view after. Called with mu held.
+// end ends a step: when the log is on, the view after is taken. Called with
+// mu held.
 func (s *scope) end(sp *step) {
-	s.notePause(sp.now, sp.until)
 	if sp.tale != nil {
 		sp.tale.after = s.view()
 	}
-}
-
-// Pause accounting, for Snapshot.PausedTotal and the metrics: pausedPast is
-// the time paused before pauseStart; the pause in force runs from
-// pauseStart to the gate's pausedUntil.
-
-// settlePause folds a pause that ended by now into pausedPast and returns
-// it. Called with mu held.
-func (s *scope) settlePause(now time.Duration) (from, to time.Duration, ended bool) {
-	u := s.core.gate.pausedUntil
-	if s.pauseStart < u && u <= now {
-		from = s.pauseStart
-		s.pausedPast += u - from
-		s.pauseStart = u
-		return from, u, true
-	}
-	return 0, 0, false
-}
-
-// notePause accounts for a step that moved the gate's deadline from
-// before: what was served of the old pause is folded, and the new one
-// starts at now (an extension too: it continues at now).
-func (s *scope) notePause(now, before time.Duration) {
-	if s.core.gate.pausedUntil == before {
-		return
-	}
-	s.pausedPast += max(min(now, before)-s.pauseStart, 0)
-	s.pauseStart = now
-}
-
-// pausedTotal is the time the scope has spent paused, at now.
-func (s *scope) pausedTotal(now time.Duration) time.Duration {
-	return s.pausedPast + max(min(now, s.core.gate.pausedUntil)-s.pauseStart, 0)
 }
 
 // Kinds of step.

@@ -14,7 +14,7 @@ import (
 // step, what the step was, and the lines (level, event, cause) it tells.
 func TestNarrate(t *testing.T) {
 	const now = 10 * time.Second
-	steady := view{phase: law.Steady, estimate: 20, lawRate: 20, rate: 20, limit: 8}
+	steady := view{coreState: coreState{phase: law.Steady, estimate: 20, lawRate: 20, rate: 20, limit: 8}}
 	with := func(f func(*view)) view { v := steady; f(&v); return v }
 	cases := map[string]struct {
 		before, after view

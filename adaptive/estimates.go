@@ -50,8 +50,8 @@ func (c *Controller) ExportEstimates() ([]byte, error) {
 	c.mu.RLock()
 	for k, s := range c.scopes {
 		s.mu.Lock()
-		if est := s.core.law.Estimate(); est > 0 {
-			f.Scopes[k] = scopeEstimate{Rate: est, Limit: s.core.law.Limit(), Measured: c.at(now).UTC()}
+		if est, limit := s.core.estimate(); est > 0 {
+			f.Scopes[k] = scopeEstimate{Rate: est, Limit: limit, Measured: c.at(now).UTC()}
 		}
 		s.mu.Unlock()
 	}

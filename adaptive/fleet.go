@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	mrand "math/rand/v2"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -70,8 +69,7 @@ func (c *Controller) notified(key string, pause time.Duration, reason Reason) {
 // adoptPause takes a pause of d from now that the fleet shared, with a
 // jitter of its own. Called with s.mu held.
 func (s *scope) adoptPause(now, d time.Duration, reason Reason, st *settings) {
-	if s.core.gate.adopt(now, now+d, reason, st) {
-		s.core.pace.b.Drain(s.core.gate.pausedUntil)
+	if s.core.adoptPause(now, now+d, reason, st) {
 		s.line.nudgeHead()
 	}
 }
@@ -141,13 +139,13 @@ func (c *Controller) fleetAcquire(ctx context.Context, key string, s *scope, g *
 		return "", nil
 	}
 	s.mu.Lock()
-	a := Acquisition{Scope: key, Process: f.process, Rate: s.core.pace.whole(&s.core), Limit: s.core.limit(), LeaseTTL: f.ttl}
+	a := Acquisition{Scope: key, Process: f.process, Rate: s.core.fleetRate(), Limit: s.core.limit(), LeaseTTL: f.ttl}
 	sf := s.fleetView()
 	if now := c.now(); sf.busyUntil > now {
 		// another send of this process found the fleet busy and asks
 		// again then: wait for that (and a little more: it asks first)
 		// rather than ask too
-		wait := sf.busyUntil - now + time.Duration(mrand.New(&s.core.gate.rng).Float64()*float64(interval(a.Rate)))
+		wait := sf.busyUntil - now + time.Duration(s.core.random()*float64(interval(a.Rate)))
 		s.mu.Unlock()
 		if err := sleepFor(ctx, wait); err != nil {
 			return "", err
@@ -156,7 +154,7 @@ func (c *Controller) fleetAcquire(ctx context.Context, key string, s *scope, g *
 	}
 	a.Version = sf.version
 	if sf.version == 0 {
-		a.Seed = encodeShared(s.core.law.Shared(c.now()))
+		a.Seed = encodeShared(s.core.shared(c.now()))
 	}
 	s.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, storeTimeout)
@@ -178,15 +176,14 @@ func (c *Controller) fleetAcquire(ctx context.Context, key string, s *scope, g *
 			sf.version = grant.Version
 		}
 		sf.live = max(grant.Live, 1)
-		s.core.pace.share = 1
-		s.core.pace.sync(now, &s.core)
+		s.core.setShare(now, 1)
 	})
 	now := c.now()
 	if grant.Lease == "" {
 		// the fleet's concurrency is in use: this send asks again later,
 		// the process's others wait for it
 		s.mu.Lock()
-		wait := busyWait(grant.Wait, a.Rate, busy, mrand.New(&s.core.gate.rng).Float64()) // the scope's seeded source
+		wait := busyWait(grant.Wait, a.Rate, busy, s.core.random()) // the scope's seeded source
 		sf.busyUntil = max(sf.busyUntil, now+wait)
 		s.mu.Unlock()
 		if err := sleepFor(ctx, wait); err != nil {
@@ -217,10 +214,10 @@ func (c *Controller) fleetAcquire(ctx context.Context, key string, s *scope, g *
 	// (the Notifier told this scope's gate): wait for the pause instead
 	now = c.now()
 	s.mu.Lock()
-	paused := s.core.gate.paused(now)
+	paused := s.core.paused(now)
 	if grant.Wait > 0 && grant.Paused == 0 && !g.t.law.Paced {
 		// the fleet's schedule held it back: the rate is the bottleneck
-		s.core.law.PacedElsewhere()
+		s.core.pacedElsewhere()
 		g.t.law.Paced = true
 	}
 	s.mu.Unlock()
@@ -281,7 +278,7 @@ func (c *Controller) fleetRelease(s *scope, rel Release) {
 		if st.Paused > 0 {
 			s.adoptPause(now, st.Paused, st.Reason, c.st)
 		}
-		s.core.law.FleetAccepted(now, st.Accepted)
+		s.core.fleetAccepted(now, st.Accepted)
 	})
 }
 
@@ -292,10 +289,8 @@ func (c *Controller) fleetRelease(s *scope, rel Release) {
 func (c *Controller) fleetShare(key string, s *scope) bool {
 	var changed bool
 	s.fleetStep(c, key, func(now time.Duration) {
-		was := s.core.pace.share
 		live := s.fleetView().live
-		s.core.pace.share = 1 / float64(max(live, 1))
-		s.core.pace.sync(now, &s.core)
+		was := s.core.setShare(now, 1/float64(max(live, 1)))
 		changed = live > 1 && (was == 0 || was == 1)
 	})
 	return changed
@@ -318,9 +313,7 @@ func (s *scope) adoptShared(now time.Duration, state []byte, version uint64) {
 	if !ok {
 		return
 	}
-	s.core.law.Adopt(now, sh)
-	sf.shared = s.core.law.Shared(now)
-	s.core.pace.sync(now, &s.core)
+	sf.shared = s.core.adoptShared(now, sh)
 }
 
 // sharedChange returns the law's shared part encoded if it changed since
@@ -328,7 +321,7 @@ func (s *scope) adoptShared(now time.Duration, state []byte, version uint64) {
 // Called with s.mu held.
 func (s *scope) sharedChange(now time.Duration) ([]byte, uint64) {
 	sf := s.fleetView()
-	full := s.core.law.Shared(now)
+	full := s.core.shared(now)
 	cur, last := full, sf.shared
 	// the limit's additive increases are each process's own (the store
 	// bounds what each may hold): only a decrease (a new concurrency

@@ -47,6 +47,10 @@ type gate struct {
 	badRow      uint16   // fresh throttles and overloads in a row, no success between
 	blockRow    uint16   // blocks in a row, no success between
 	rng         rand.PCG // the resume jitter's source
+	// pause accounting (Snapshot.PausedTotal): pausedPast is the time
+	// paused before pauseStart; the pause in force runs from pauseStart to
+	// pausedUntil
+	pauseStart, pausedPast time.Duration
 }
 
 // refusal is why a request fails at once instead of waiting.
@@ -183,8 +187,36 @@ func (g *gate) hold(now, until time.Duration, reason Reason, st *settings) bool 
 	if until <= g.pausedUntil {
 		return false
 	}
+	g.moved(now)
 	g.pausedUntil, g.pauseAsked, g.reason = until, asked, reason
 	return true
+}
+
+// moved accounts for the pause deadline moving at now: what was served of
+// the old pause is folded, and the new one starts at now (an extension
+// too: it continues at now).
+func (g *gate) moved(now time.Duration) {
+	g.pausedPast += max(min(now, g.pausedUntil)-g.pauseStart, 0)
+	g.pauseStart = now
+}
+
+// settle folds a pause that ended by now into the time paused and returns
+// it, once: the end of a pause is only seen when the scope is next looked
+// at.
+func (g *gate) settle(now time.Duration) (from, to time.Duration, ended bool) {
+	u := g.pausedUntil
+	if g.pauseStart < u && u <= now {
+		from = g.pauseStart
+		g.pausedPast += u - from
+		g.pauseStart = u
+		return from, u, true
+	}
+	return 0, 0, false
+}
+
+// pausedTotal is the time paused, at now.
+func (g *gate) pausedTotal(now time.Duration) time.Duration {
+	return g.pausedPast + max(min(now, g.pausedUntil)-g.pauseStart, 0)
 }
 
 // adopt takes a pause announced elsewhere (the shared Store), with a jitter
@@ -197,9 +229,12 @@ func (g *gate) adopt(now, until time.Duration, reason Reason, st *settings) bool
 	return g.hold(now, until, reason, st)
 }
 
-// unpark lifts a park and any pause at once.
-func (g *gate) unpark() {
+// unpark lifts a park and any pause at now.
+func (g *gate) unpark(now time.Duration) {
 	g.parked, g.parkedUntil, g.blockRow = false, 0, 0
+	if g.pausedUntil != 0 {
+		g.moved(now)
+	}
 	g.pausedUntil, g.pauseAsked, g.reason = 0, 0, ReasonNone
 }
 

@@ -59,7 +59,7 @@ func playGate(t *testing.T, cfg Config, steps []gateStep) {
 		case "tick":
 			g.tick(s.at)
 		case "unpark":
-			g.unpark()
+			g.unpark(s.at)
 		default:
 			t.Fatalf("%s: unknown step", where)
 		}

@@ -13,17 +13,15 @@ import (
 type scope struct {
 	mu sync.Mutex
 	// guarded by mu:
-	core       core
-	line       line
-	lastUsed   time.Duration
-	created    time.Duration
-	pauseStart time.Duration // see settlePause
-	pausedPast time.Duration
-	codes      [statusSlots]uint32 // responses by status code (statusSlot)
-	retries    uint32
-	memGen     uint32      // the memory generation the Crawl-delay was last read at
-	dead       bool        // evicted: look the key up again (set under Controller.mu too)
-	fl         *scopeFleet // with a Store: the fleet's view, nil until used
+	core     core
+	line     line
+	lastUsed time.Duration
+	created  time.Duration
+	codes    [statusSlots]uint32 // responses by status code (statusSlot)
+	retries  uint32
+	memGen   uint32      // the memory generation the Crawl-delay was last read at
+	dead     bool        // evicted: look the key up again (set under Controller.mu too)
+	fl       *scopeFleet // with a Store: the fleet's view, nil until used
 	// claims are slots taken ahead of their requests (Controller.Claim),
 	// oldest first; their sends are counted in flight
 	claims []claimed
@@ -146,7 +144,7 @@ func (s *scope) decide(c *Controller, now time.Duration) decision {
 	if g == nil {
 		return s.core.decide(now, c.st)
 	}
-	if why, ok := s.core.gate.refuse(now, c.st.MaxPause); ok {
+	if why, ok := s.core.refusal(now, c.st.MaxPause); ok {
 		return decision{kind: fail, why: why}
 	}
 	g.mu.Lock()
@@ -169,7 +167,7 @@ func (s *scope) decide(c *Controller, now time.Duration) decision {
 // held.
 func (s *scope) take(key string, now time.Duration) grant {
 	g := grant{sc: s, key: key, t: s.core.take(now)}
-	s.core.pace.sent(s.core.rule, &s.core.gate.rng)
+	s.core.sentRandomGap()
 	return g
 }
 
@@ -177,25 +175,14 @@ func (s *scope) take(key string, now time.Duration) grant {
 // changed since the last look, and applies the Crawl-delay of the
 // request's origin. Called with mu held, within step sp.
 func (s *scope) pullCeilings(c *Controller, key string, now time.Duration, crawlDelay time.Duration, sp *step) {
-	changed := false
+	var remembered time.Duration
+	var ok bool
 	if g := c.mem.generation(); g != s.memGen {
 		s.memGen = g
-		if d, ok := c.mem.crawlDelay(key); ok {
-			s.core.pace.robots = crawlDelayRate(d)
-			changed = true
-			if sp.tale != nil {
-				sp.tale.crawlDelay = d
-			}
-		}
+		remembered, ok = c.mem.crawlDelay(key)
 	}
-	if s.core.pace.requireCrawlDelay(crawlDelayRate(crawlDelay)) {
-		changed = true
-		if sp.tale != nil {
-			sp.tale.crawlDelay = crawlDelay
-		}
-	}
-	if changed {
-		s.core.pace.sync(now, &s.core)
+	if d, changed := s.core.crawlDelays(now, remembered, ok, crawlDelay); changed && sp.tale != nil {
+		sp.tale.crawlDelay = d
 	}
 }
 
@@ -307,6 +294,5 @@ func (s *scope) retried() {
 // nobody waiting, no pause or park in force, untouched for ttl. Called with
 // mu held.
 func (s *scope) idle(now, ttl time.Duration) bool {
-	return s.core.inflight == 0 && len(s.line) == 0 && now-s.lastUsed >= ttl &&
-		!s.core.gate.paused(now) && !s.core.gate.parked
+	return len(s.line) == 0 && now-s.lastUsed >= ttl && s.core.idle(now)
 }

@@ -150,18 +150,20 @@ func (s *scope) snapshot(c *Controller, key string) Snapshot {
 	now := c.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := &s.core
+	k := s.core.state()
 	snap := Snapshot{
-		Scope: key, Created: c.at(s.created), Phase: k.law.Phase().String(),
-		Limit: k.law.Limit(), InFlight: int(k.inflight), Waiting: len(s.line),
-		Rate: k.pace.rate(), Estimate: k.law.Estimate(), PauseReason: k.gate.reasonAt(now),
-		Breaker: k.gate.breaker, Parked: k.gate.parked, RTT: k.law.RTT(),
+		Scope: key, Created: c.at(s.created), Phase: k.phase.String(),
+		Limit: k.limit, InFlight: int(k.inflight), Waiting: len(s.line),
+		Rate: k.rate, Estimate: k.estimate, Breaker: k.breaker, Parked: k.parked, RTT: k.rtt,
+		Ceiling: k.ceiling, CeilingRate: k.ceilingRate,
 		Counts: make(map[classify.Class]uint64), Statuses: make(map[int]uint64),
-		Retries: uint64(s.retries), PausedTotal: s.pausedTotal(now),
+		Retries: uint64(s.retries), PausedTotal: s.core.pausedTotal(now),
 	}
-	snap.Ceiling, snap.CeilingRate = s.binding()
-	if k.gate.pausedUntil != 0 {
-		snap.PausedUntil = c.at(k.gate.pausedUntil)
+	if now < k.pausedUntil {
+		snap.PauseReason = k.reason
+	}
+	if k.pausedUntil != 0 {
+		snap.PausedUntil = c.at(k.pausedUntil)
 	}
 	for i, n := range k.counts {
 		if n > 0 {
@@ -178,11 +180,7 @@ func (s *scope) snapshot(c *Controller, key string) Snapshot {
 	}
 	if c.fleet != nil {
 		sf := s.fleetView()
-		share := k.pace.share
-		if share <= 0 {
-			share = 1
-		}
-		snap.Fleet = &FleetView{Shared: !c.fleet.isDown(), Live: sf.live, Rate: k.pace.whole(k), Share: share, Version: sf.version}
+		snap.Fleet = &FleetView{Shared: !c.fleet.isDown(), Live: sf.live, Rate: s.core.fleetRate(), Share: s.core.share(), Version: sf.version}
 	}
 	return snap
 }
@@ -206,17 +204,18 @@ type gone struct {
 	paused  time.Duration
 }
 
-// add folds an evicted scope in. Called with Controller.mu and s.mu held.
-func (g *gone) add(s *scope, now time.Duration) {
+// add folds an evicted scope (its core's state k) in. Called with
+// Controller.mu and s.mu held.
+func (g *gone) add(s *scope, k *coreState, now time.Duration) {
 	g.scopes++
-	for i, n := range s.core.counts {
+	for i, n := range k.counts {
 		g.counts[i] += uint64(n)
 	}
 	for i, n := range s.codes {
 		g.codes[i] += uint64(n)
 	}
 	g.retries += uint64(s.retries)
-	g.paused += s.pausedTotal(now)
+	g.paused += s.core.pausedTotal(now)
 }
 
 func (g *gone) totals() Totals {
