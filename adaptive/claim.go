@@ -122,7 +122,7 @@ func (c *Controller) Claim(req *http.Request) (Claim, Wait, error) {
 		}
 		s.lastUsed = now
 		sp := s.begin(c, now)
-		s.pullCeilings(c, cl.key, now, cl.crawlDelay, &sp)
+		q := cue{op: opClaim, crawlDelay: s.pullCeilings(c, cl.key, now, cl.crawlDelay)}
 		var (
 			claim Claim
 			wait  Wait
@@ -145,11 +145,8 @@ func (c *Controller) Claim(req *http.Request) (Claim, Wait, error) {
 				err = s.refused(c, cl.key, d.why)
 			}
 		}
-		s.end(&sp)
-		s.mu.Unlock()
-		if sp.tale != nil {
-			c.tell(cl.key, &sp, &cue{op: opClaim, granted: claim.Held()})
-		}
+		q.granted = claim.Held()
+		s.leaveStep(c, cl.key, &sp, &q)
 		return claim, wait, err
 	}
 }

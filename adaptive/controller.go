@@ -154,9 +154,7 @@ func (c *Controller) scope(key string, r *rule, now time.Duration) *scope {
 			slog.Time("t", c.at(now)), slog.String("scope", e.key), slog.String("event", "evicted"), slog.String("cause", "idle"),
 			slog.Uint64("requests", e.requests), slog.Duration("paused_total", e.paused))
 	}
-	if sp.tale != nil {
-		c.tell(key, &sp, &cue{op: opCreate})
-	}
+	c.observe(key, &sp, &cue{op: opCreate})
 	return s
 }
 
@@ -324,13 +322,11 @@ func (c *Controller) outcomeOf(resp *http.Response, err error, body []byte) outc
 func (c *Controller) finish(g grant, o *outcome, resp *http.Response, err error, now time.Duration) {
 	var sp step
 	r, changed, version := g.sc.record(c, now, g.t, o, &sp)
-	if sp.tale != nil {
-		q := cue{op: opRecord, class: o.class, status: o.status, decreased: r.decreased, cut: r.cut, rtt: o.rtt}
-		if o.hasRA {
-			q.retryAfter = o.retryAfter
-		}
-		c.tell(g.key, &sp, &q)
+	q := cue{op: opRecord, class: o.class, status: o.status, decreased: r.decreased, cut: r.cut, rtt: o.rtt}
+	if o.hasRA {
+		q.retryAfter = o.retryAfter
 	}
+	c.observe(g.key, &sp, &q)
 	if c.fleet != nil {
 		c.fleetFinish(g.key, g.sc, g.lease, r, now, changed, version, o.class == classify.Success)
 	}

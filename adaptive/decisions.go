@@ -57,7 +57,6 @@ type tale struct {
 	resumed            bool
 	pauseFrom, pauseTo time.Duration
 	pauseWhy           Reason
-	crawlDelay         time.Duration // the Crawl-delay applied in this step
 }
 
 // logLevels reports whether the logger takes Info and Debug records.
@@ -127,6 +126,7 @@ type cue struct {
 	cut        law.Cut // how the law cut the rate, as it says
 	retryAfter time.Duration
 	rtt, wait  time.Duration
+	crawlDelay time.Duration // the Crawl-delay that changed the ceiling in this step
 }
 
 // entry is one record of the decision log.
@@ -173,7 +173,7 @@ func (t *tale) narrate(out []entry, now time.Duration, q *cue) []entry {
 		}
 	}
 	if a.robots != b.robots {
-		out = append(out, entry{level: info, event: "robots", cause: "crawl-delay", at: now, crawlDelay: t.crawlDelay, was: b.robots, hasWas: true})
+		out = append(out, entry{level: info, event: "robots", cause: "crawl-delay", at: now, crawlDelay: q.crawlDelay, was: b.robots, hasWas: true})
 	}
 	if a.quota != b.quota {
 		l := entry{level: debug, event: "quota", cause: "headers", at: now, was: b.quota, hasWas: true}
@@ -354,6 +354,15 @@ func (t *tale) search(out []entry, now time.Duration, q *cue) []entry {
 		out = append(out, l)
 	}
 	return out
+}
+
+// observe is the one hook of a scope's steps: it hears step sp of the scope
+// key, what it was (q) and what it changed, with no lock held. The
+// decision log is its one observer.
+func (c *Controller) observe(key string, sp *step, q *cue) {
+	if sp.tale != nil {
+		c.tell(key, sp, q)
+	}
 }
 
 // tell writes the lines of step sp of the scope key to the log. Call it

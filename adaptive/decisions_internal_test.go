@@ -63,7 +63,7 @@ func TestNarrate(t *testing.T) {
 			with(func(v *view) {
 				v.phase, v.lawRate, v.rate, v.robots, v.ceiling, v.ceilingRate = law.SlowStart, 2, 0.99, 0.99, ReasonCrawlDelay, 0.99
 			}),
-			tale{crawlDelay: time.Second}, cue{op: opAcquire}, []string{"INFO robots crawl-delay", "INFO ceiling crawl-delay"}},
+			tale{}, cue{op: opAcquire, crawlDelay: time.Second}, []string{"INFO robots crawl-delay", "INFO ceiling crawl-delay"}},
 		"a quota ceiling appears": {steady, with(func(v *view) { v.quota = 5 }), tale{}, cue{op: opRecord, class: classify.Success, status: 200},
 			[]string{"INFO quota headers"}},
 		"a quota ceiling moves": {with(func(v *view) { v.quota = 5 }), with(func(v *view) { v.quota = 4 }), tale{},

@@ -46,45 +46,40 @@ type grant struct {
 // for the scope; a wait of the head longer than MaxPause (a pause, or the
 // gap a ceiling puts between sends) fails at once, while a place in the
 // line does not. crawlDelay is the Crawl-delay of the request's origin: the
-// scope's ceiling is at least that strict.
+// scope's ceiling is at least that strict. Each look at the core is one
+// step, which its observers (the decision log) hear of once the lock is
+// released.
 func (s *scope) acquire(ctx context.Context, c *Controller, key string, now time.Duration, crawlDelay time.Duration) (grant, error) {
 	entry := now
 	s.mu.Lock()
 	s.lastUsed = now
 	sp := s.begin(c, now)
-	s.pullCeilings(c, key, now, crawlDelay, &sp)
+	q := cue{op: opAcquire, crawlDelay: s.pullCeilings(c, key, now, crawlDelay)}
 	if g, ok := s.useClaim(c, key, now); ok {
-		s.end(&sp)
-		s.mu.Unlock()
-		if sp.tale != nil {
-			c.tell(key, &sp, &cue{op: opAcquire, granted: true, claimed: true})
-		}
+		q.granted, q.claimed = true, true
+		s.leaveStep(c, key, &sp, &q)
 		return g, nil
 	}
 	if len(s.line) == 0 {
-		if d := s.decide(c, now); d.kind == sendNow {
+		switch d := s.decide(c, now); d.kind {
+		case sendNow:
 			g := s.take(key, now)
-			s.end(&sp)
-			s.mu.Unlock()
-			if sp.tale != nil {
-				c.tell(key, &sp, &cue{op: opAcquire, granted: true})
-			}
+			q.granted = true
+			s.leaveStep(c, key, &sp, &q)
 			return g, nil
-		} else if d.kind == fail {
-			s.end(&sp)
-			s.mu.Unlock()
-			if sp.tale != nil {
-				c.tell(key, &sp, &cue{op: opAcquire})
-			}
+		case fail:
+			s.leaveStep(c, key, &sp, &q)
 			return grant{}, s.refused(c, key, d.why)
 		}
 	}
-	s.end(&sp)
 	w := newWaiter()
 	s.line = append(s.line, w)
+	s.end(&sp)
 	if sp.tale != nil {
-		s.mu.Unlock() // no I/O under the lock; w may be nudged meanwhile
-		c.tell(key, &sp, &cue{op: opAcquire})
+		// the observers hear it with no lock held; without any, the head
+		// looks again at once (its wait may be over), the lock kept
+		s.mu.Unlock()
+		c.observe(key, &sp, &q)
 		s.mu.Lock()
 	}
 	for {
@@ -105,26 +100,14 @@ func (s *scope) acquire(ctx context.Context, c *Controller, key string, now time
 		case sendNow:
 			g := s.take(key, now)
 			s.line.pop()
-			s.end(&sp)
-			s.mu.Unlock()
-			if sp.tale != nil {
-				c.tell(key, &sp, &cue{op: opAcquire, granted: true, wait: now - entry})
-			}
+			s.leaveStep(c, key, &sp, &cue{op: opAcquire, granted: true, wait: now - entry})
 			c.notify(key) // the line moved: a frontier may claim again
 			return g, nil
 		case fail:
-			s.end(&sp)
-			s.mu.Unlock()
-			if sp.tale != nil {
-				c.tell(key, &sp, &cue{op: opAcquire})
-			}
+			s.leaveStep(c, key, &sp, &cue{op: opAcquire})
 			return grant{}, s.leave(w, s.refused(c, key, d.why))
 		}
-		s.end(&sp)
-		s.mu.Unlock()
-		if sp.tale != nil {
-			c.tell(key, &sp, &cue{op: opAcquire})
-		}
+		s.leaveStep(c, key, &sp, &cue{op: opAcquire})
 		var wake time.Time // zero: wait for a nudge
 		if d.kind == waitUntil {
 			wake = c.at(d.wake)
@@ -134,6 +117,14 @@ func (s *scope) acquire(ctx context.Context, c *Controller, key string, now time
 		}
 		s.mu.Lock()
 	}
+}
+
+// leaveStep ends step sp, releases mu and tells the step's observers what
+// it changed, as q. Called with mu held.
+func (s *scope) leaveStep(c *Controller, key string, sp *step, q *cue) {
+	s.end(sp)
+	s.mu.Unlock()
+	c.observe(key, sp, q)
 }
 
 // decide is the core's decision under the controller's global ceiling
@@ -173,17 +164,20 @@ func (s *scope) take(key string, now time.Duration) grant {
 
 // pullCeilings reads what memory knows of the scope's Crawl-delay when it
 // changed since the last look, and applies the Crawl-delay of the
-// request's origin. Called with mu held, within step sp.
-func (s *scope) pullCeilings(c *Controller, key string, now time.Duration, crawlDelay time.Duration, sp *step) {
+// request's origin. It returns the Crawl-delay that changed the ceiling (0:
+// none did). Called with mu held.
+func (s *scope) pullCeilings(c *Controller, key string, now time.Duration, crawlDelay time.Duration) time.Duration {
 	var remembered time.Duration
 	var ok bool
 	if g := c.mem.generation(); g != s.memGen {
 		s.memGen = g
 		remembered, ok = c.mem.crawlDelay(key)
 	}
-	if d, changed := s.core.crawlDelays(now, remembered, ok, crawlDelay); changed && sp.tale != nil {
-		sp.tale.crawlDelay = d
+	d, changed := s.core.crawlDelays(now, remembered, ok, crawlDelay)
+	if !changed {
+		return 0
 	}
+	return d
 }
 
 func (s *scope) refused(c *Controller, key string, r refusal) error {
@@ -263,11 +257,7 @@ func (s *scope) fleetStep(c *Controller, key string, fn func(now time.Duration))
 	s.mu.Lock()
 	sp := s.begin(c, c.now())
 	fn(sp.now)
-	s.end(&sp)
-	s.mu.Unlock()
-	if sp.tale != nil {
-		c.tell(key, &sp, &cue{op: opAdopt})
-	}
+	s.leaveStep(c, key, &sp, &cue{op: opAdopt})
 }
 
 // unpark lifts a park and any pause (Controller.Unpark).
@@ -276,11 +266,7 @@ func (s *scope) unpark(c *Controller, key string) {
 	sp := s.begin(c, c.now())
 	s.core.unpark(sp.now)
 	s.line.nudgeHead()
-	s.end(&sp)
-	s.mu.Unlock()
-	if sp.tale != nil {
-		c.tell(key, &sp, &cue{op: opUnpark})
-	}
+	s.leaveStep(c, key, &sp, &cue{op: opUnpark})
 }
 
 // retried counts a retry: an attempt after the first of one request.
