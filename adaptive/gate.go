@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/colly-polite/polite/classify"
+	"github.com/colly-polite/polite/internal/sat"
 )
 
 // BreakerState is the state of a scope's breaker.
@@ -132,7 +133,7 @@ func (g *gate) signal(now time.Duration, o *outcome, fresh bool, rate float64, s
 	case !fresh:
 	case o.class == classify.Throttled || g.badRow > 1:
 		reason = ReasonBackoff
-		base := min(max(seconds(2/math.Max(rate, 0.001)), 100*time.Millisecond), st.Backoff)
+		base := min(max(sat.Seconds(2/math.Max(rate, 0.001)), 100*time.Millisecond), st.Backoff)
 		d = backoff(base, int(g.badRow)-1, st.MaxBackoff)
 	}
 	if th := st.BreakerThreshold; th > 0 && fresh && int(g.badRow) >= th && g.breaker != BreakerOpen {
@@ -276,20 +277,7 @@ func backoff(base time.Duration, n int, ceiling time.Duration) time.Duration {
 	return min(d, ceiling)
 }
 
-// seconds converts a number of seconds to a Duration, saturating at
-// longestPause: float-to-integer conversion of a value out of range is
-// platform-dependent in Go, and a negative result would mean "no wait".
-func seconds(x float64) time.Duration {
-	if !(x < longestPause.Seconds()) { // NaN too
-		return longestPause
-	}
-	if x <= 0 {
-		return 0
-	}
-	return time.Duration(x * float64(time.Second))
-}
-
 // longestPause caps every pause a server can ask for (a Retry-After of
 // 10^12 s, a date in year 9999): far beyond any crawl, and far enough from
 // the limits of time.Duration that adding jitter cannot overflow.
-const longestPause = 100 * 365 * 24 * time.Hour
+const longestPause = sat.Forever

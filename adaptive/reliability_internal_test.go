@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/colly-polite/polite/classify"
+	"github.com/colly-polite/polite/internal/sat"
 )
 
 // Conversions to Duration saturate: float-to-integer conversion out of range
@@ -27,7 +28,7 @@ func TestDurationsSaturate(t *testing.T) {
 		{math.Inf(1), longestPause}, {math.NaN(), longestPause}, {1e300, longestPause},
 		{longestPause.Seconds() * 2, longestPause},
 	} {
-		assert.Equal(t, tc.want, seconds(tc.in), "seconds(%v)", tc.in)
+		assert.Equal(t, tc.want, sat.Seconds(tc.in), "sat.Seconds(%v)", tc.in)
 	}
 	for _, tc := range []struct {
 		base time.Duration

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/colly-polite/polite/internal/sat"
 )
 
 // Store is what a fleet of collectors, in one process or many, shares for
@@ -332,7 +334,7 @@ func interval(r float64) time.Duration {
 	if !(r > 0) {
 		return longestPause
 	}
-	return seconds(1 / r)
+	return sat.Seconds(1 / r)
 }
 
 // storeTimeout bounds one call to the Store. A slow store delays a send by

@@ -3,6 +3,8 @@ package tokenbucket
 import (
 	"math"
 	"time"
+
+	"github.com/colly-polite/polite/internal/sat"
 )
 
 // MaxCredit bounds how much lateness a late send gives back: the schedule
@@ -15,7 +17,7 @@ const MaxCredit = 10 * time.Millisecond
 // MaxInterval is the longest gap between two sends a Bucket keeps: a rate
 // below one per century (or zero) is a closed bucket whose next send is a
 // century away, far enough that adding to it cannot overflow.
-const MaxInterval = 100 * 365 * 24 * time.Hour
+const MaxInterval = sat.Forever
 
 // Bucket is the send schedule of one scope. The zero value is closed (rate
 // 0): SetRate opens it. A Bucket is a small value; it is not safe for
@@ -124,13 +126,4 @@ func (b *Bucket) Resume(now time.Duration) {
 }
 
 // interval is the gap between sends at rate r, at most MaxInterval.
-func interval(r float64) time.Duration {
-	if !(r > 0) {
-		return MaxInterval
-	}
-	ns := float64(time.Second) / r
-	if ns >= float64(MaxInterval) {
-		return MaxInterval
-	}
-	return time.Duration(ns)
-}
+func interval(r float64) time.Duration { return sat.Interval(r) }

@@ -17,6 +17,8 @@ package law
 import (
 	"math"
 	"time"
+
+	"github.com/colly-polite/polite/internal/sat"
 )
 
 // Config is what the law needs of the rule in force. The caller keeps it
@@ -613,7 +615,7 @@ func (l *Law) probeGap() time.Duration {
 	if l.fastProbe {
 		return 2 * l.roundLen()
 	}
-	return min(max(minProbeGap, seconds(l.lastPause.Seconds()/probeBudget)), maxProbeGap)
+	return min(max(minProbeGap, sat.Seconds(l.lastPause.Seconds()/probeBudget)), maxProbeGap)
 }
 
 // onThrottle reacts to a throttle for a request sent in epoch at rate
@@ -708,18 +710,6 @@ func (l *Law) onOverload(cepoch uint32, inflight int) bool {
 	l.ssthresh = float32(l.limit)
 	l.cepoch++
 	return true
-}
-
-// seconds converts seconds to a Duration, saturating at a century.
-func seconds(x float64) time.Duration {
-	const most = 100 * 365 * 24 * time.Hour
-	if !(x < most.Seconds()) {
-		return most
-	}
-	if x <= 0 {
-		return 0
-	}
-	return time.Duration(x * float64(time.Second))
 }
 
 // Shared is the part of a law a fleet of processes shares for one scope:
