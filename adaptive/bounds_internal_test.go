@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/colly-polite/polite/adaptive/internal/law"
+	"github.com/colly-polite/polite/fleet"
 )
 
 // sendsInFirstSecond crawls an origin that never says no (10 ms a page)
@@ -93,9 +94,9 @@ func TestAbsurdImportBounded(t *testing.T) {
 // concurrency limit is TestSharedAndAdopt's, in package law.
 func TestAbsurdSharedStateBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &MemoryStore{}
+		store := &fleet.MemoryStore{}
 		evil := encodeShared(law.Shared{Rate: 1e308, Estimate: 1e308, Step: 0.03, DownStep: 0.03, Limit: 1e300, Epoch: 1, CEpoch: 1, Phase: law.Steady})
-		_, err := store.Acquire(context.Background(), Acquisition{Scope: "a.test", Process: "evil", Rate: 1e6, LeaseTTL: time.Minute, Seed: evil})
+		_, err := store.Lease(context.Background(), fleet.LeaseRequest{Scope: "a.test", Process: "evil", Rate: 1e6, TTL: time.Minute, Seed: evil})
 		require.NoError(t, err)
 		var sends atomic.Int64
 		tr := NewTransport(tenMillis(&sends), WithStore(store), WithJitterSeed(1))

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/fleet"
 )
 
 // A claim takes the scope's next send slot without waiting; the next
@@ -123,23 +124,23 @@ func TestClaimWaits(t *testing.T) {
 
 // leaseStore counts the fleet's leases taken and given back.
 type leaseStore struct {
-	adaptive.MemoryStore
+	fleet.MemoryStore
 	taken, back atomic.Int64
 }
 
-func (s *leaseStore) Acquire(ctx context.Context, a adaptive.Acquisition) (adaptive.Grant, error) {
-	g, err := s.MemoryStore.Acquire(ctx, a)
-	if g.Lease != "" {
+func (s *leaseStore) Lease(ctx context.Context, a fleet.LeaseRequest) (fleet.Lease, error) {
+	g, err := s.MemoryStore.Lease(ctx, a)
+	if g.ID != "" {
 		s.taken.Add(1)
 	}
 	return g, err
 }
 
-func (s *leaseStore) Release(ctx context.Context, r adaptive.Release) (adaptive.Settlement, error) {
+func (s *leaseStore) Return(ctx context.Context, r fleet.Return) (fleet.Settlement, error) {
 	if r.Lease != "" {
 		s.back.Add(1)
 	}
-	return s.MemoryStore.Release(ctx, r)
+	return s.MemoryStore.Return(ctx, r)
 }
 
 // With a Store, a claim holds this process's slot only: Claim does no I/O.

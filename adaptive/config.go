@@ -13,6 +13,7 @@ import (
 
 	"github.com/colly-polite/polite/adaptive/internal/law"
 	"github.com/colly-polite/polite/classify"
+	"github.com/colly-polite/polite/fleet"
 )
 
 // Rule is the per-domain configuration, the replacement for colly.LimitRule
@@ -176,7 +177,7 @@ type Config struct {
 	// Store, if set, makes this controller one of a fleet that shares
 	// each scope's send schedule, law, pause and concurrency (see Store).
 	// nil means this controller's scopes are its own.
-	Store Store
+	Store fleet.Store
 
 	// GlobalRate is a ceiling in requests per second on the sends of all
 	// scopes of this controller together (Crawlee's maxRequestsPerMinute
@@ -322,7 +323,7 @@ func WithMaxPause(d time.Duration) Option {
 // back. What a store holds is untrusted: a shared rate or estimate is taken
 // at most at 1,000 req/s and under every ceiling in force here, and the
 // fleet's state only ever lowers this process's concurrency limit.
-func WithStore(s Store) Option { return in(phaseSettings, func(c *Config) { c.Store = s }) }
+func WithStore(s fleet.Store) Option { return in(phaseSettings, func(c *Config) { c.Store = s }) }
 
 // WithJitterSeed seeds the resume jitter, for reproducible runs.
 func WithJitterSeed(seed uint64) Option {

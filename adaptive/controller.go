@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/colly-polite/polite/classify"
+	"github.com/colly-polite/polite/internal/fleetclient"
 )
 
 // Controller makes every request of a collector (or an http.Client) polite:
@@ -24,8 +25,8 @@ type Controller struct {
 	err     error     // guarded by errMu: configuration problems Attach or NewTransport met
 	origin  time.Time // scopes keep time as durations since it (monotonic)
 	streams *streams
-	mem     *memory // what outlives a scope: robots.txt, ceilings
-	fleet   *fleet  // with a Store: the fleet's side, nil otherwise
+	mem     *memory             // what outlives a scope: robots.txt, ceilings
+	fleet   *fleetclient.Client // with a Store: the fleet's side, nil otherwise
 	// peekBody: detectors that may read the body are configured (block-page
 	// markers, or a Classifier with Detectors of its own), so the transport
 	// shows them the first 16 KiB of bodies under 500.
@@ -63,9 +64,7 @@ func newController(st *settings) *Controller {
 	}
 	if st.Store != nil {
 		c.fleet = newFleet(st, c.now)
-		if n, ok := st.Store.(Notifier); ok {
-			c.fleet.unsubscribe = n.Subscribe(c.notified)
-		}
+		c.fleet.Subscribe(c.notified)
 	}
 	return c
 }
@@ -239,22 +238,39 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 			continue
 		}
 		if c.fleet != nil {
-			lease, err := c.fleetAcquire(ctx, cl.key, s, &g, busy)
+			send, err := c.fleet.Before(ctx, cl.key, fleetScope{c, cl.key, s}, busy, g.t.law.Paced)
 			if err != nil {
-				// the slot goes back; on errAgain or errBusy (the fleet's
+				// the slot goes back; on ErrAgain or ErrBusy (the fleet's
 				// concurrency is in use, or a pause it shared voided the
 				// slot) ask again
 				s.untake(g.t)
 				c.notify(cl.key)
-				if err == errBusy {
+				if err == fleetclient.ErrBusy {
 					busy++
 				}
-				if err == errAgain || err == errBusy {
+				if err == fleetclient.ErrAgain || err == fleetclient.ErrBusy {
 					continue
+				}
+				var long *fleetclient.TooLongError
+				if errors.As(err, &long) {
+					reason := Reason(long.Reason)
+					if reason == ReasonNone {
+						reason = ReasonRate
+					}
+					return Permit{}, &ScopeError{Scope: cl.key, Reason: reason, PausedUntil: c.at(c.now() + long.Wait), Err: ErrPaused}
 				}
 				return Permit{}, err
 			}
-			g.lease = lease
+			g.lease = send.Lease
+			// the fleet's concurrency all in use with this send: the limit
+			// may grow on its success (a process's own in-flight count is
+			// only its part of the fleet's); the fleet's schedule held it
+			// back: the rate was the bottleneck
+			g.t.law.InUse = g.t.law.InUse || send.Full
+			g.t.law.Paced = g.t.law.Paced || send.PacedByFleet
+			if send.At != 0 {
+				g.t.law.Sent = send.At // sent now, not when the local slot was granted
+			}
 		}
 		// sent is when it goes out: after the fleet's slot, if any
 		c.waits.observe(g.t.law.Sent - start)
@@ -328,7 +344,7 @@ func (c *Controller) finish(g grant, o *outcome, resp *http.Response, err error,
 	}
 	c.observe(g.key, &sp, &q)
 	if c.fleet != nil {
-		c.fleetFinish(g.key, g.sc, g.lease, r, now, changed, version, o.class == classify.Success)
+		c.fleet.After(g.key, fleetScope{c, g.key, g.sc}, fleetReport(g.lease, r, now, changed, version, o.class == classify.Success))
 	}
 	c.notify(g.key) // after the fleet's answer, which may move the rate
 	if !o.class.Signal() && o.class != classify.Blocked {

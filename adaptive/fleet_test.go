@@ -14,13 +14,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/fleet"
 	"github.com/colly-polite/polite/testserver"
 )
 
 // fleetCrawl runs n collectors (as n processes would have) on one host for
 // d, each with its own controller and the given store (nil: none), and
 // returns the host's statistics.
-func fleetCrawl(t *testing.T, n int, store adaptive.Store, p testserver.Policy, d time.Duration, opts ...adaptive.Option) testserver.Stats {
+func fleetCrawl(t *testing.T, n int, store fleet.Store, p testserver.Policy, d time.Duration, opts ...adaptive.Option) testserver.Stats {
 	t.Helper()
 	var st testserver.Stats
 	synctest.Test(t, func(t *testing.T) {
@@ -52,7 +53,7 @@ func fleetCrawl(t *testing.T, n int, store adaptive.Store, p testserver.Policy, 
 func TestFleetIsOneClient(t *testing.T) {
 	p := testserver.Policy{Limit: fixedWindow(20), Latency: testserver.Latency{Base: 100 * time.Millisecond}}
 	apart := fleetCrawl(t, 3, nil, p, 60*time.Second)
-	shared := fleetCrawl(t, 3, &adaptive.MemoryStore{}, p, 60*time.Second)
+	shared := fleetCrawl(t, 3, &fleet.MemoryStore{}, p, 60*time.Second)
 	for name, st := range map[string]testserver.Stats{"apart": apart, "shared": shared} {
 		good := float64(window(st, 20*time.Second, 60*time.Second)) / 40
 		t.Logf("%s: goodput %.2f/s of 20, 429s %d of %d, violations %d", name, good, st.ByStatus[429], st.Requests, st.PauseViolations)
@@ -67,7 +68,7 @@ func TestFleetCeiling(t *testing.T) {
 	p := testserver.Policy{Latency: testserver.Latency{Base: 50 * time.Millisecond}}
 	rule := adaptive.WithDefault(adaptive.Rule{Rate: 5})
 	apart := fleetCrawl(t, 3, nil, p, 30*time.Second, rule)
-	shared := fleetCrawl(t, 3, &adaptive.MemoryStore{}, p, 30*time.Second, rule)
+	shared := fleetCrawl(t, 3, &fleet.MemoryStore{}, p, 30*time.Second, rule)
 	ra, rs := float64(window(apart, 10*time.Second, 30*time.Second))/20, float64(window(shared, 10*time.Second, 30*time.Second))/20
 	t.Logf("rate ceiling 5/s: %.2f/s apart, %.2f/s shared", ra, rs)
 	assert.Greater(t, ra, 10.0, "apart, each process has its own 5/s")
@@ -77,26 +78,26 @@ func TestFleetCeiling(t *testing.T) {
 
 // failingStore works until broken, then fails every call.
 type failingStore struct {
-	adaptive.MemoryStore
+	fleet.MemoryStore
 	broken atomic.Bool
 	calls  atomic.Int64
 }
 
 var errDown = errors.New("store down")
 
-func (f *failingStore) Acquire(ctx context.Context, a adaptive.Acquisition) (adaptive.Grant, error) {
+func (f *failingStore) Lease(ctx context.Context, a fleet.LeaseRequest) (fleet.Lease, error) {
 	f.calls.Add(1)
 	if f.broken.Load() {
-		return adaptive.Grant{}, errDown
+		return fleet.Lease{}, errDown
 	}
-	return f.MemoryStore.Acquire(ctx, a)
+	return f.MemoryStore.Lease(ctx, a)
 }
 
-func (f *failingStore) Release(ctx context.Context, r adaptive.Release) (adaptive.Settlement, error) {
+func (f *failingStore) Return(ctx context.Context, r fleet.Return) (fleet.Settlement, error) {
 	if f.broken.Load() {
-		return adaptive.Settlement{}, errDown
+		return fleet.Settlement{}, errDown
 	}
-	return f.MemoryStore.Release(ctx, r)
+	return f.MemoryStore.Return(ctx, r)
 }
 
 // When the store fails, each process falls back to its share of what the
@@ -152,7 +153,7 @@ func TestFleetStoreDownFallsBackToAShare(t *testing.T) {
 // (the fleet's changes are steps of the scope, as its own are).
 func TestFleetPauseAccounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &adaptive.MemoryStore{}
+		store := &fleet.MemoryStore{}
 		opts := []adaptive.Option{adaptive.WithStore(store), adaptive.WithConfig(adaptive.Config{Jitter: -1})}
 		a, err := adaptive.New(opts...)
 		require.NoError(t, err)
@@ -233,7 +234,7 @@ func TestFleetShares(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := testserver.NewTest(t, oneHost(testserver.Policy{Limit: fixedWindow(20),
 			Latency: testserver.Latency{Base: 100 * time.Millisecond, RTT: 40 * time.Millisecond}}))
-		store := &adaptive.MemoryStore{}
+		store := &fleet.MemoryStore{}
 		var wg sync.WaitGroup
 		var got [4]int64
 		var ctrls []*adaptive.Controller

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/colly-polite/polite/classify"
+	"github.com/colly-polite/polite/fleet"
 )
 
 // gateStep is one thing that happens to a gate at a time, and what must
@@ -203,7 +204,7 @@ func TestRetryAfterAtMaxPauseIsWaited(t *testing.T) {
 						}
 						return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
 					})
-					store := &MemoryStore{}
+					store := &fleet.MemoryStore{}
 					opts := []Option{WithStore(store), WithDefault(Rule{MaxRetries: -1})}
 					if tc.maxPause > 0 {
 						opts = append(opts, WithMaxPause(tc.maxPause))

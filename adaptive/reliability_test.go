@@ -21,6 +21,7 @@ import (
 
 	"github.com/colly-polite/polite/adaptive"
 	"github.com/colly-polite/polite/classify"
+	"github.com/colly-polite/polite/fleet"
 	"github.com/colly-polite/polite/testserver"
 )
 
@@ -473,7 +474,7 @@ func TestRetryAfterForms(t *testing.T) {
 // adopts the un-jittered deadline and adds its own jitter.
 func TestStoreSharesEveryPause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &adaptive.MemoryStore{}
+		store := &fleet.MemoryStore{}
 		var sends atomic.Int64
 		a := adaptive.NewTransport(quotaOrigin(&sends, "0", "30"), adaptive.WithStore(store), adaptive.WithJitterSeed(1))
 		_, err := get(context.Background(), &http.Client{Transport: a}, "http://q.test/")

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/fleet"
 	"github.com/colly-polite/polite/testserver"
 )
 
@@ -236,9 +237,9 @@ func TestRobotsOneFetchWithCollyRobots(t *testing.T) {
 func TestRobotsRefusedIsNotUnreadable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := testserver.NewTest(t, oneHost(testserver.Policy{}))
-		store := &adaptive.MemoryStore{}
+		store := &fleet.MemoryStore{}
 		// another collector of the fleet shared an hour's pause
-		_, err := store.Release(t.Context(), adaptive.Release{Scope: "a.test", Process: "other", Pause: time.Hour, Reason: adaptive.ReasonRetryAfter})
+		_, err := store.Return(t.Context(), fleet.Return{Scope: "a.test", Process: "other", Pause: time.Hour, Reason: fleet.Reason(adaptive.ReasonRetryAfter)})
 		require.NoError(t, err)
 		c, _ := newCollector(t, srv, adaptive.WithStore(store))
 		err = c.Visit(srv.HostURL("a.test") + "/page/1")

@@ -180,7 +180,7 @@ func (s *scope) snapshot(c *Controller, key string) Snapshot {
 	}
 	if c.fleet != nil {
 		sf := s.fleetView()
-		snap.Fleet = &FleetView{Shared: !c.fleet.isDown(), Live: sf.live, Rate: s.core.fleetRate(), Share: s.core.share(), Version: sf.version}
+		snap.Fleet = &FleetView{Shared: !c.fleet.Down(), Live: sf.live, Rate: s.core.fleetRate(), Share: s.core.share(), Version: sf.version}
 	}
 	return snap
 }

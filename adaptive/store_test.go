@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/colly-polite/polite/adaptive"
-	"github.com/colly-polite/polite/adaptive/storetest"
+	"github.com/colly-polite/polite/fleet"
 	"github.com/colly-polite/polite/testserver"
 )
 
@@ -20,7 +20,7 @@ import (
 // host that announces 3 s pauses. Sharing a Store, neither sends while the
 // other's pause is in force; without one, they do.
 func TestStoreSharesPauses(t *testing.T) {
-	violations := func(store adaptive.Store) (int, int) {
+	violations := func(store fleet.Store) (int, int) {
 		var v, thr int
 		synctest.Test(t, func(t *testing.T) {
 			srv := testserver.NewTest(t, oneHost(testserver.Policy{
@@ -50,7 +50,7 @@ func TestStoreSharesPauses(t *testing.T) {
 		return v, thr
 	}
 	alone, thrAlone := violations(nil)
-	shared, thrShared := violations(&adaptive.MemoryStore{})
+	shared, thrShared := violations(&fleet.MemoryStore{})
 	t.Logf("pause violations: %d without a store (%d 429s), %d with one (%d 429s)", alone, thrAlone, shared, thrShared)
 	require.Positive(t, thrShared, "the scenario must throttle")
 	assert.Positive(t, alone, "without a store the second collector knocks during the first one's pause")
@@ -59,22 +59,14 @@ func TestStoreSharesPauses(t *testing.T) {
 
 // sharedPause reads the pause a store holds for scope (with a lease it gives
 // back at once).
-func sharedPause(t *testing.T, store adaptive.Store, scope string) (time.Duration, adaptive.Reason) {
+func sharedPause(t *testing.T, store fleet.Store, scope string) (time.Duration, adaptive.Reason) {
 	t.Helper()
 	ctx := context.Background()
-	g, err := store.Acquire(ctx, adaptive.Acquisition{Scope: scope, Process: "reader", Rate: 1, LeaseTTL: time.Second})
+	g, err := store.Lease(ctx, fleet.LeaseRequest{Scope: scope, Process: "reader", Rate: 1, TTL: time.Second})
 	require.NoError(t, err)
-	if g.Lease != "" {
-		_, err = store.Release(ctx, adaptive.Release{Scope: scope, Process: "reader", Lease: g.Lease})
+	if g.ID != "" {
+		_, err = store.Return(ctx, fleet.Return{Scope: scope, Process: "reader", Lease: g.ID})
 		require.NoError(t, err)
 	}
-	return g.Paused, g.Reason
-}
-
-// MemoryStore passes the Store conformance suite, in virtual time.
-func TestMemoryStore(t *testing.T) {
-	storetest.Run(t, storetest.Harness{
-		New:     func(*testing.T) adaptive.Store { return &adaptive.MemoryStore{} },
-		Virtual: true,
-	})
+	return g.Paused, adaptive.Reason(g.Reason)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/fleet"
 	"github.com/colly-polite/polite/internal/demo"
 	"github.com/colly-polite/polite/redisstore"
 )
@@ -242,7 +243,7 @@ func (s *sendCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 // timedStore times every call to the Store it wraps: the cost of the fleet
 // per send. It passes pause notifications through.
 type timedStore struct {
-	adaptive.Store
+	fleet.Store
 	from, to int64
 
 	mu     sync.Mutex
@@ -268,16 +269,16 @@ func (t *timedStore) note(scope string, t0 time.Time, err error) {
 	}
 }
 
-func (t *timedStore) Acquire(ctx context.Context, a adaptive.Acquisition) (adaptive.Grant, error) {
+func (t *timedStore) Lease(ctx context.Context, a fleet.LeaseRequest) (fleet.Lease, error) {
 	t0 := time.Now()
-	g, err := t.Store.Acquire(ctx, a)
+	g, err := t.Store.Lease(ctx, a)
 	t.note(a.Scope, t0, err)
 	return g, err
 }
 
-func (t *timedStore) Release(ctx context.Context, r adaptive.Release) (adaptive.Settlement, error) {
+func (t *timedStore) Return(ctx context.Context, r fleet.Return) (fleet.Settlement, error) {
 	t0 := time.Now()
-	st, err := t.Store.Release(ctx, r)
+	st, err := t.Store.Return(ctx, r)
 	t.note(r.Scope, t0, err)
 	return st, err
 }
@@ -289,9 +290,9 @@ func (t *timedStore) Renew(ctx context.Context, scope, process string, leases []
 	return err
 }
 
-// Subscribe implements adaptive.Notifier when the store it wraps does.
-func (t *timedStore) Subscribe(fn func(scope string, pause time.Duration, reason adaptive.Reason)) (cancel func()) {
-	if n, ok := t.Store.(adaptive.Notifier); ok {
+// Subscribe implements fleet.Notifier when the store it wraps does.
+func (t *timedStore) Subscribe(fn func(scope string, pause time.Duration, reason fleet.Reason)) (cancel func()) {
+	if n, ok := t.Store.(fleet.Notifier); ok {
 		return n.Subscribe(fn)
 	}
 	return func() {}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/fleet"
 	"github.com/colly-polite/polite/frontier"
 	"github.com/colly-polite/polite/testserver"
 )
@@ -340,7 +341,7 @@ func TestFrontierWithStore(t *testing.T) {
 		srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{"a.test": {
 			Latency: testserver.Latency{Base: 50 * time.Millisecond},
 		}}})
-		store := &adaptive.MemoryStore{}
+		store := &fleet.MemoryStore{}
 		var wg sync.WaitGroup
 		for i := range 2 {
 			c := colly.NewCollector(colly.AllowURLRevisit())

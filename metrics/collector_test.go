@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/fleet"
 	"github.com/colly-polite/polite/metrics"
 )
 
@@ -112,7 +113,7 @@ colly_polite_scopes 1
 // its processes, whether the store answers.
 func TestCollectFleet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &adaptive.MemoryStore{}
+		store := &fleet.MemoryStore{}
 		var ctrls []*adaptive.Controller
 		for i := range 2 {
 			ctrl, err := adaptive.New(adaptive.WithStore(store), adaptive.WithRate(3), adaptive.WithJitterSeed(uint64(i+1)))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/colly-polite/polite/adaptive"
 	"github.com/colly-polite/polite/classify"
+	"github.com/colly-polite/polite/fleet"
 	"github.com/colly-polite/polite/frontier"
 	"github.com/colly-polite/polite/metrics"
 	"github.com/colly-polite/polite/testserver"
@@ -38,7 +39,7 @@ func TestScrapeDuringFrontierCrawl(t *testing.T) {
 			}
 		}
 		srv := testserver.NewTest(t, testserver.Config{Hosts: hosts})
-		store := &adaptive.MemoryStore{}
+		store := &fleet.MemoryStore{}
 		debug := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		var ctrls []*adaptive.Controller
 		var crawls sync.WaitGroup

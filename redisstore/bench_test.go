@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/fleet"
 	"github.com/colly-polite/polite/redisstore"
 )
 
@@ -22,12 +22,12 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	s := redisstore.New(srv.client(b), redisstore.Options{Prefix: "bench"})
 	ctx := context.Background()
 	send := func(proc string) {
-		g, err := s.Acquire(ctx, adaptive.Acquisition{Scope: "a.test", Process: proc, Rate: 1e6, Limit: 1 << 20, LeaseTTL: time.Minute})
+		g, err := s.Lease(ctx, fleet.LeaseRequest{Scope: "a.test", Process: proc, Rate: 1e6, Limit: 1 << 20, TTL: time.Minute})
 		if err != nil {
 			b.Error(err)
 			return
 		}
-		if _, err := s.Release(ctx, adaptive.Release{Scope: "a.test", Process: proc, Lease: g.Lease}); err != nil {
+		if _, err := s.Return(ctx, fleet.Return{Scope: "a.test", Process: proc, Lease: g.ID}); err != nil {
 			b.Error(err)
 		}
 	}

@@ -46,11 +46,11 @@ func FuzzReply(f *testing.F) {
 	f.Add([]byte{3, 0, 255, 255, 255, 255, 255, 255, 255, 255})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		res, _ := values(b, 0)
-		g, err := grantOf(res)
+		g, err := leaseOf(res)
 		if err != nil && !errors.Is(err, ErrReply) {
 			t.Fatalf("acquire: %v is not ErrReply", err)
 		}
-		if err == nil && (g.Wait < 0 || g.Paused < 0 || g.Live < 0) {
+		if err == nil && (g.Delay < 0 || g.Paused < 0 || g.Live < 0) {
 			t.Fatalf("acquire: %+v", g)
 		}
 		st, err := settlementOf(res)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/fleet"
 )
 
 // ErrReply is wrapped by every error about a reply from Redis that this
@@ -33,7 +33,7 @@ type Options struct {
 	KeyTTL time.Duration
 }
 
-// Store is an adaptive.Store in Redis: several processes crawling the same
+// Store is an fleet.Store in Redis: several processes crawling the same
 // sites share one send schedule, one law, one pause and one concurrency
 // budget per scope, all advanced by Lua scripts on the server's clock. It
 // is safe for concurrent use. Make one with New; the zero value is not
@@ -47,10 +47,10 @@ type Store struct {
 	leases atomic.Uint64
 
 	mu   sync.Mutex
-	subs map[uint64]func(string, time.Duration, adaptive.Reason) // guarded by mu
-	seq  uint64                                                  // guarded by mu
-	ps   *redis.PubSub                                           // guarded by mu: nil without subscribers
-	done chan struct{}                                           // guarded by mu: closed when the reader ends
+	subs map[uint64]func(string, time.Duration, fleet.Reason) // guarded by mu
+	seq  uint64                                               // guarded by mu
+	ps   *redis.PubSub                                        // guarded by mu: nil without subscribers
+	done chan struct{}                                        // guarded by mu: closed when the reader ends
 }
 
 // New returns a Store on client (any go-redis client: a single node, a
@@ -77,58 +77,58 @@ func (s *Store) channel() string { return s.prefix + ":pauses" }
 
 func micros(d time.Duration) int64 { return int64(d / time.Microsecond) }
 
-// Acquire implements adaptive.Store.
-func (s *Store) Acquire(ctx context.Context, a adaptive.Acquisition) (adaptive.Grant, error) {
+// Lease implements fleet.Store.
+func (s *Store) Lease(ctx context.Context, a fleet.LeaseRequest) (fleet.Lease, error) {
 	interval := int64(math.MaxInt32) * 1000 // a rate of zero: a slot an age away
 	if a.Rate > 0 {
 		interval = max(int64(1e6/a.Rate), 1)
 	}
-	ttl := max(a.LeaseTTL, time.Second)
+	ttl := max(a.TTL, time.Second)
 	res, err := acquireScript.Run(ctx, s.c, s.keys(a.Scope),
 		a.Process, interval, a.Limit, strconv.FormatUint(a.Version, 10), string(a.Seed),
 		micros(ttl), a.Process+"/"+strconv.FormatUint(s.leases.Add(1), 10), s.keyTTL.Milliseconds()).Slice()
 	if err != nil {
-		return adaptive.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", a.Scope, err)
+		return fleet.Lease{}, fmt.Errorf("redisstore: lease %q: %w", a.Scope, err)
 	}
-	return grantOf(res)
+	return leaseOf(res)
 }
 
-// grantOf reads acquireScript's reply.
-func grantOf(res []any) (adaptive.Grant, error) {
-	r := reply{op: "acquire", v: res, n: 8}
-	g := adaptive.Grant{
-		Lease:   r.str(0),
-		Wait:    r.micros(1),
+// leaseOf reads acquireScript's reply.
+func leaseOf(res []any) (fleet.Lease, error) {
+	r := reply{op: "lease", v: res, n: 8}
+	g := fleet.Lease{
+		ID:      r.str(0),
+		Delay:   r.micros(1),
 		Paused:  r.micros(2),
-		Reason:  adaptive.Reason(r.int(3, 255)),
+		Reason:  fleet.Reason(r.int(3, 255)),
 		State:   r.bytes(4),
 		Version: r.version(5),
 		Live:    int(r.int(6, math.MaxInt32)),
-		InUse:   r.int(7, 1) == 1,
+		Full:    r.int(7, 1) == 1,
 	}
 	return g, r.err
 }
 
-// Release implements adaptive.Store.
-func (s *Store) Release(ctx context.Context, rel adaptive.Release) (adaptive.Settlement, error) {
+// Return implements fleet.Store.
+func (s *Store) Return(ctx context.Context, rel fleet.Return) (fleet.Settlement, error) {
 	res, err := releaseScript.Run(ctx, s.c, s.keys(rel.Scope),
 		rel.Process, rel.Lease, max(micros(rel.Pause), 0), int(rel.Reason), string(rel.State),
 		strconv.FormatUint(rel.Version, 10), s.keyTTL.Milliseconds(), s.channel(), rel.Scope, boolArg(rel.Accepted)).Slice()
 	if err != nil {
-		return adaptive.Settlement{}, fmt.Errorf("redisstore: release %q: %w", rel.Scope, err)
+		return fleet.Settlement{}, fmt.Errorf("redisstore: return %q: %w", rel.Scope, err)
 	}
 	return settlementOf(res)
 }
 
 // settlementOf reads releaseScript's reply.
-func settlementOf(res []any) (adaptive.Settlement, error) {
-	r := reply{op: "release", v: res, n: 6}
-	st := adaptive.Settlement{
+func settlementOf(res []any) (fleet.Settlement, error) {
+	r := reply{op: "return", v: res, n: 6}
+	st := fleet.Settlement{
 		Committed: r.int(0, 1) == 1,
 		State:     r.bytes(1),
 		Version:   r.version(2),
 		Paused:    r.micros(3),
-		Reason:    adaptive.Reason(r.int(4, 255)),
+		Reason:    fleet.Reason(r.int(4, 255)),
 		Accepted:  float64(r.int(5, math.MaxInt32)),
 	}
 	return st, r.err
@@ -213,7 +213,7 @@ func (r *reply) version(i int) uint64 {
 	return n
 }
 
-// Renew implements adaptive.Store.
+// Renew implements fleet.Store.
 func (s *Store) Renew(ctx context.Context, scope, process string, leases []string, ttl time.Duration) error {
 	args := []any{process, micros(max(ttl, time.Second)), s.keyTTL.Milliseconds()}
 	for _, l := range leases {
@@ -225,14 +225,14 @@ func (s *Store) Renew(ctx context.Context, scope, process string, leases []strin
 	return nil
 }
 
-// Subscribe implements adaptive.Notifier: fn hears of every pause shared
+// Subscribe implements fleet.Notifier: fn hears of every pause shared
 // by any process, through Redis pub/sub, while the subscription lasts. A
 // message that cannot be read is ignored. Reconnection is go-redis's.
-func (s *Store) Subscribe(fn func(scope string, pause time.Duration, reason adaptive.Reason)) (cancel func()) {
+func (s *Store) Subscribe(fn func(scope string, pause time.Duration, reason fleet.Reason)) (cancel func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.subs == nil {
-		s.subs = map[uint64]func(string, time.Duration, adaptive.Reason){}
+		s.subs = map[uint64]func(string, time.Duration, fleet.Reason){}
 	}
 	s.seq++
 	id := s.seq
@@ -275,7 +275,7 @@ func (s *Store) read(ps *redis.PubSub, done chan struct{}) {
 			continue
 		}
 		s.mu.Lock()
-		fns := make([]func(string, time.Duration, adaptive.Reason), 0, len(s.subs))
+		fns := make([]func(string, time.Duration, fleet.Reason), 0, len(s.subs))
 		for _, fn := range s.subs {
 			fns = append(fns, fn)
 		}
@@ -287,7 +287,7 @@ func (s *Store) read(ps *redis.PubSub, done chan struct{}) {
 }
 
 // parsePause reads "scope\npause-µs\nreason".
-func parsePause(p string) (string, time.Duration, adaptive.Reason, bool) {
+func parsePause(p string) (string, time.Duration, fleet.Reason, bool) {
 	i := strings.LastIndexByte(p, '\n')
 	if i < 0 {
 		return "", 0, 0, false
@@ -301,5 +301,5 @@ func parsePause(p string) (string, time.Duration, adaptive.Reason, bool) {
 	if err1 != nil || err2 != nil || d <= 0 || d > int64(math.MaxInt64/time.Microsecond) {
 		return "", 0, 0, false
 	}
-	return p[:j], time.Duration(d) * time.Microsecond, adaptive.Reason(r), true
+	return p[:j], time.Duration(d) * time.Microsecond, fleet.Reason(r), true
 }

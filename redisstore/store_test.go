@@ -18,7 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/colly-polite/polite/adaptive"
-	"github.com/colly-polite/polite/adaptive/storetest"
+	"github.com/colly-polite/polite/fleet"
+	"github.com/colly-polite/polite/fleet/storetest"
 	"github.com/colly-polite/polite/redisstore"
 	"github.com/colly-polite/polite/testserver"
 )
@@ -30,18 +31,18 @@ func TestConformance(t *testing.T) {
 	srv := startServer(t)
 	rdb := srv.client(t)
 	storetest.Run(t, storetest.Harness{
-		New: func(t *testing.T) adaptive.Store {
+		New: func(t *testing.T) fleet.Store {
 			return redisstore.New(rdb, redisstore.Options{Prefix: "test:" + t.Name()})
 		},
 		Slack: 150 * time.Millisecond,
 	})
 }
 
-func acquire(t *testing.T, s *redisstore.Store, scope string) (adaptive.Grant, error) {
+func acquire(t *testing.T, s *redisstore.Store, scope string) (fleet.Lease, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	return s.Acquire(ctx, adaptive.Acquisition{Scope: scope, Process: "p", Rate: 100, Limit: 10, LeaseTTL: time.Second, Seed: []byte("seed")})
+	return s.Lease(ctx, fleet.LeaseRequest{Scope: scope, Process: "p", Rate: 100, Limit: 10, TTL: time.Second, Seed: []byte("seed")})
 }
 
 // Faults of the server: each call fails with an error, within the
@@ -123,8 +124,8 @@ func TestKeys(t *testing.T) {
 		}
 		g, err := acquire(t, s, "c")
 		require.NoError(t, err, "keys %v", keys)
-		assert.Less(t, g.Wait, time.Second, "a corrupt schedule reads as empty")
-		_, err = s.Release(ctx, adaptive.Release{Scope: "c", Process: "p", Lease: g.Lease, Pause: time.Second, State: []byte("s"), Version: g.Version})
+		assert.Less(t, g.Delay, time.Second, "a corrupt schedule reads as empty")
+		_, err = s.Return(ctx, fleet.Return{Scope: "c", Process: "p", Lease: g.ID, Pause: time.Second, State: []byte("s"), Version: g.Version})
 		require.NoError(t, err)
 	}
 }
@@ -136,7 +137,7 @@ func TestNotRedis(t *testing.T) {
 		s := redisstore.New(fakeServer(t, answer), redisstore.Options{})
 		_, err := acquire(t, s, "x")
 		assert.Error(t, err, "%q", answer)
-		_, err = s.Release(context.Background(), adaptive.Release{Scope: "x", Process: "p"})
+		_, err = s.Return(context.Background(), fleet.Return{Scope: "x", Process: "p"})
 		assert.Error(t, err, "%q", answer)
 	}
 	s := redisstore.New(fakeServer(t, "*7\r\n$1\r\nl\r\n:1\r\n:2\r\n:3\r\n$-1\r\n:4\r\n:5\r\n"), redisstore.Options{})
@@ -265,7 +266,7 @@ func TestSubscribeSurvivesRestart(t *testing.T) {
 	srv := startServer(t)
 	s := redisstore.New(srv.client(t), redisstore.Options{})
 	heard := make(chan string, 16)
-	cancel := s.Subscribe(func(scope string, _ time.Duration, _ adaptive.Reason) { heard <- scope })
+	cancel := s.Subscribe(func(scope string, _ time.Duration, _ fleet.Reason) { heard <- scope })
 	defer cancel()
 	srv.stop()
 	time.Sleep(2 * time.Second) // long enough for the subscriber to fail to reconnect
@@ -274,7 +275,7 @@ func TestSubscribeSurvivesRestart(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for i := 0; ; i++ {
 		scope := fmt.Sprintf("after-%d", i)
-		_, err := s.Release(ctx, adaptive.Release{Scope: scope, Process: "p", Pause: time.Minute, Reason: adaptive.ReasonBackoff})
+		_, err := s.Return(ctx, fleet.Return{Scope: scope, Process: "p", Pause: time.Minute, Reason: fleet.Reason(adaptive.ReasonBackoff)})
 		if err == nil {
 			select {
 			case got := <-heard:

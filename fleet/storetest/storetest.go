@@ -1,11 +1,11 @@
-// Package storetest is the conformance suite of adaptive.Store: what every
+// Package storetest is the conformance suite of fleet.Store: what every
 // store must do for a fleet of collectors to be one polite client. The
 // stores of this module run it (MemoryStore in virtual time, redisstore
 // against a real redis-server); a store of your own can run it too:
 //
 //	func TestMyStore(t *testing.T) {
 //		storetest.Run(t, storetest.Harness{
-//			New:   func(t *testing.T) adaptive.Store { return newEmptyStore(t) },
+//			New:   func(t *testing.T) fleet.Store { return newEmptyStore(t) },
 //			Slack: 100 * time.Millisecond,
 //		})
 //	}
@@ -24,14 +24,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/fleet"
 )
 
 // Harness says how to make the store under test.
 type Harness struct {
 	// New returns an empty store, one per test. With Virtual it is called
 	// inside the test's synctest bubble.
-	New func(t *testing.T) adaptive.Store
+	New func(t *testing.T) fleet.Store
 	// Virtual runs each test in a synctest bubble: for a store that reads
 	// the process's clock (time.Now), whose waits are then exact. A store
 	// on another clock (a server's) runs in real time: its tests sleep,
@@ -41,6 +41,10 @@ type Harness struct {
 	// clock runs during a round trip). 0 means exact.
 	Slack time.Duration
 }
+
+// Reasons of a pause, as a controller would give them (a store keeps
+// them and never reads them).
+const retryAfter, backoff, breaker fleet.Reason = 1, 2, 4
 
 // ttl is the lease TTL the tests ask for: a second, the shortest a store
 // need honour.
@@ -77,29 +81,29 @@ func Run(t *testing.T, h Harness) {
 
 type env struct {
 	t     *testing.T
-	s     adaptive.Store
+	s     fleet.Store
 	slack time.Duration
 }
 
-func (e *env) acquire(a adaptive.Acquisition) adaptive.Grant {
+func (e *env) acquire(a fleet.LeaseRequest) fleet.Lease {
 	e.t.Helper()
 	if a.Process == "" {
 		a.Process = "p1"
 	}
-	if a.LeaseTTL == 0 {
-		a.LeaseTTL = ttl
+	if a.TTL == 0 {
+		a.TTL = ttl
 	}
-	g, err := e.s.Acquire(context.Background(), a)
+	g, err := e.s.Lease(context.Background(), a)
 	require.NoError(e.t, err)
 	return g
 }
 
-func (e *env) release(r adaptive.Release) adaptive.Settlement {
+func (e *env) release(r fleet.Return) fleet.Settlement {
 	e.t.Helper()
 	if r.Process == "" {
 		r.Process = "p1"
 	}
-	st, err := e.s.Release(context.Background(), r)
+	st, err := e.s.Return(context.Background(), r)
 	require.NoError(e.t, err)
 	return st
 }
@@ -115,141 +119,141 @@ func (e *env) near(want, got time.Duration, msg string) {
 // The longest pause wins, with its reason; a pause ends; a negative or
 // zero pause is none.
 func pauses(e *env) {
-	st := e.release(adaptive.Release{Scope: "a", Pause: 2 * time.Second, Reason: adaptive.ReasonRetryAfter})
+	st := e.release(fleet.Return{Scope: "a", Pause: 2 * time.Second, Reason: retryAfter})
 	e.near(2*time.Second, st.Paused, "the pause shared")
-	assert.Equal(e.t, adaptive.ReasonRetryAfter, st.Reason)
-	st = e.release(adaptive.Release{Scope: "a", Pause: time.Second, Reason: adaptive.ReasonBackoff})
+	assert.Equal(e.t, retryAfter, st.Reason)
+	st = e.release(fleet.Return{Scope: "a", Pause: time.Second, Reason: backoff})
 	e.near(2*time.Second, st.Paused, "a shorter pause never shortens one in force")
-	assert.Equal(e.t, adaptive.ReasonRetryAfter, st.Reason, "nor changes its reason")
-	st = e.release(adaptive.Release{Scope: "a", Pause: -time.Hour, Reason: adaptive.ReasonBackoff})
+	assert.Equal(e.t, retryAfter, st.Reason, "nor changes its reason")
+	st = e.release(fleet.Return{Scope: "a", Pause: -time.Hour, Reason: backoff})
 	e.near(2*time.Second, st.Paused, "a negative pause is none")
 
-	g := e.acquire(adaptive.Acquisition{Scope: "a", Rate: 1})
+	g := e.acquire(fleet.LeaseRequest{Scope: "a", Rate: 1})
 	e.near(2*time.Second, g.Paused, "Acquire reports the pause")
-	assert.Equal(e.t, adaptive.ReasonRetryAfter, g.Reason)
-	assert.Equal(e.t, g.Paused, g.Wait, "the first slot is the pause's end")
-	e.release(adaptive.Release{Scope: "a", Lease: g.Lease})
+	assert.Equal(e.t, retryAfter, g.Reason)
+	assert.Equal(e.t, g.Paused, g.Delay, "the first slot is the pause's end")
+	e.release(fleet.Return{Scope: "a", Lease: g.ID})
 
 	time.Sleep(2*time.Second + e.slack)
-	st = e.release(adaptive.Release{Scope: "a"})
+	st = e.release(fleet.Return{Scope: "a"})
 	assert.Zero(e.t, st.Paused, "the pause is over")
-	assert.Equal(e.t, adaptive.ReasonNone, st.Reason)
+	assert.Equal(e.t, fleet.Reason(0), st.Reason)
 }
 
 // The schedule spaces the fleet's sends at the rate asked, one slot after
 // the other; a rate that is not a positive number is no license to send at
 // once.
 func schedule(e *env) {
-	g1 := e.acquire(adaptive.Acquisition{Scope: "s", Rate: 10})
-	g2 := e.acquire(adaptive.Acquisition{Scope: "s", Rate: 10})
-	g3 := e.acquire(adaptive.Acquisition{Scope: "s", Rate: 10})
-	e.near(0, g1.Wait, "the first send goes at once")
-	e.near(100*time.Millisecond, g2.Wait, "the second a slot later")
-	e.near(200*time.Millisecond, g3.Wait, "the third two slots later")
+	g1 := e.acquire(fleet.LeaseRequest{Scope: "s", Rate: 10})
+	g2 := e.acquire(fleet.LeaseRequest{Scope: "s", Rate: 10})
+	g3 := e.acquire(fleet.LeaseRequest{Scope: "s", Rate: 10})
+	e.near(0, g1.Delay, "the first send goes at once")
+	e.near(100*time.Millisecond, g2.Delay, "the second a slot later")
+	e.near(200*time.Millisecond, g3.Delay, "the third two slots later")
 	assert.Zero(e.t, g2.Paused, "a slot is not a pause")
-	assert.NotEqual(e.t, g1.Lease, g2.Lease, "leases are distinct")
+	assert.NotEqual(e.t, g1.ID, g2.ID, "leases are distinct")
 
 	time.Sleep(300 * time.Millisecond)
-	g := e.acquire(adaptive.Acquisition{Scope: "s", Rate: 10})
-	e.near(0, g.Wait, "a schedule that fell behind does not bank sends")
-	g = e.acquire(adaptive.Acquisition{Scope: "s", Rate: 10})
-	e.near(100*time.Millisecond, g.Wait, "nor sends two at once")
+	g := e.acquire(fleet.LeaseRequest{Scope: "s", Rate: 10})
+	e.near(0, g.Delay, "a schedule that fell behind does not bank sends")
+	g = e.acquire(fleet.LeaseRequest{Scope: "s", Rate: 10})
+	e.near(100*time.Millisecond, g.Delay, "nor sends two at once")
 
 	for _, rate := range []float64{0, -1} {
 		scope := fmt.Sprintf("zero%v", rate)
-		e.acquire(adaptive.Acquisition{Scope: scope, Rate: rate})
-		g := e.acquire(adaptive.Acquisition{Scope: scope, Rate: 1})
-		assert.Greater(e.t, g.Wait, time.Hour, "after a send at rate %v the next slot is far off", rate)
+		e.acquire(fleet.LeaseRequest{Scope: scope, Rate: rate})
+		g := e.acquire(fleet.LeaseRequest{Scope: scope, Rate: 1})
+		assert.Greater(e.t, g.Delay, time.Hour, "after a send at rate %v the next slot is far off", rate)
 	}
 }
 
 // Leases bound the fleet's concurrency; one given back is free; one not
 // renewed expires.
 func leases(e *env) {
-	a := adaptive.Acquisition{Scope: "c", Rate: 1000, Limit: 2}
+	a := fleet.LeaseRequest{Scope: "c", Rate: 1000, Limit: 2}
 	c1, c2, c3 := e.acquire(a), e.acquire(a), e.acquire(a)
-	require.NotEmpty(e.t, c1.Lease)
-	require.NotEmpty(e.t, c2.Lease)
-	assert.False(e.t, c1.InUse, "one lease of two")
-	assert.True(e.t, c2.InUse, "with the second, the limit is all in use")
-	assert.Empty(e.t, c3.Lease, "the fleet's limit is in use")
-	assert.Positive(e.t, c3.Wait, "ask again after a while, not at once")
-	e.release(adaptive.Release{Scope: "c", Lease: c1.Lease})
+	require.NotEmpty(e.t, c1.ID)
+	require.NotEmpty(e.t, c2.ID)
+	assert.False(e.t, c1.Full, "one lease of two")
+	assert.True(e.t, c2.Full, "with the second, the limit is all in use")
+	assert.Empty(e.t, c3.ID, "the fleet's limit is in use")
+	assert.Positive(e.t, c3.Delay, "ask again after a while, not at once")
+	e.release(fleet.Return{Scope: "c", Lease: c1.ID})
 	c4 := e.acquire(a)
-	assert.NotEmpty(e.t, c4.Lease, "a lease given back is free")
-	assert.Empty(e.t, e.acquire(a).Lease)
-	e.release(adaptive.Release{Scope: "c", Lease: c1.Lease}) // twice: no effect
-	assert.Empty(e.t, e.acquire(a).Lease, "a lease given back twice frees one slot")
+	assert.NotEmpty(e.t, c4.ID, "a lease given back is free")
+	assert.Empty(e.t, e.acquire(a).ID)
+	e.release(fleet.Return{Scope: "c", Lease: c1.ID}) // twice: no effect
+	assert.Empty(e.t, e.acquire(a).ID, "a lease given back twice frees one slot")
 
 	time.Sleep(ttl + e.slack + 10*time.Millisecond)
-	assert.NotEmpty(e.t, e.acquire(a).Lease, "leases not renewed expire")
-	assert.NotEmpty(e.t, e.acquire(a).Lease)
-	assert.Empty(e.t, e.acquire(a).Lease)
+	assert.NotEmpty(e.t, e.acquire(a).ID, "leases not renewed expire")
+	assert.NotEmpty(e.t, e.acquire(a).ID)
+	assert.Empty(e.t, e.acquire(a).ID)
 
-	b := e.acquire(adaptive.Acquisition{Scope: "c", Rate: 1000})
-	assert.NotEmpty(e.t, b.Lease, "a limit of 0 is no limit")
+	b := e.acquire(fleet.LeaseRequest{Scope: "c", Rate: 1000})
+	assert.NotEmpty(e.t, b.ID, "a limit of 0 is no limit")
 }
 
 // Renew keeps leases alive; a lease that expired stays expired.
 func renew(e *env) {
 	ctx := context.Background()
-	a := adaptive.Acquisition{Scope: "r", Rate: 1000, Limit: 2}
+	a := fleet.LeaseRequest{Scope: "r", Rate: 1000, Limit: 2}
 	r1, r2 := e.acquire(a), e.acquire(a)
-	require.NotEmpty(e.t, r1.Lease)
-	require.NotEmpty(e.t, r2.Lease)
+	require.NotEmpty(e.t, r1.ID)
+	require.NotEmpty(e.t, r2.ID)
 	time.Sleep(ttl / 2)
-	require.NoError(e.t, e.s.Renew(ctx, "r", "p1", []string{r1.Lease}, ttl))
+	require.NoError(e.t, e.s.Renew(ctx, "r", "p1", []string{r1.ID}, ttl))
 	time.Sleep(ttl/2 + e.slack + 10*time.Millisecond)
 	// r2 expired, r1 was renewed; renewing r2 now does not bring it back
-	require.NoError(e.t, e.s.Renew(ctx, "r", "p1", []string{r2.Lease}, ttl))
-	assert.NotEmpty(e.t, e.acquire(a).Lease, "the lease not renewed expired, and renewing it late did not bring it back")
-	assert.Empty(e.t, e.acquire(a).Lease, "the renewed one still counts")
+	require.NoError(e.t, e.s.Renew(ctx, "r", "p1", []string{r2.ID}, ttl))
+	assert.NotEmpty(e.t, e.acquire(a).ID, "the lease not renewed expired, and renewing it late did not bring it back")
+	assert.Empty(e.t, e.acquire(a).ID, "the renewed one still counts")
 	require.NoError(e.t, e.s.Renew(ctx, "r", "p1", nil, ttl), "renewing nothing is no error")
 }
 
 // The law's state: the first client seeds an empty store, another gets it,
 // a state is committed only on the version it derives from.
 func lawState(e *env) {
-	g := e.acquire(adaptive.Acquisition{Scope: "d", Rate: 1})
+	g := e.acquire(fleet.LeaseRequest{Scope: "d", Rate: 1})
 	assert.Nil(e.t, g.State, "no state yet")
 	assert.Zero(e.t, g.Version)
-	g = e.acquire(adaptive.Acquisition{Scope: "d", Rate: 1, Seed: []byte("s0")})
+	g = e.acquire(fleet.LeaseRequest{Scope: "d", Rate: 1, Seed: []byte("s0")})
 	assert.Nil(e.t, g.State, "the seed is the caller's own state")
 	assert.Equal(e.t, uint64(1), g.Version)
-	g = e.acquire(adaptive.Acquisition{Scope: "d", Process: "p2", Rate: 1, Seed: []byte("other")})
+	g = e.acquire(fleet.LeaseRequest{Scope: "d", Process: "p2", Rate: 1, Seed: []byte("other")})
 	assert.Equal(e.t, []byte("s0"), g.State, "another process gets it; a seed does not replace a state")
 	assert.Equal(e.t, uint64(1), g.Version)
-	g = e.acquire(adaptive.Acquisition{Scope: "d", Process: "p2", Rate: 1, Version: 1})
+	g = e.acquire(fleet.LeaseRequest{Scope: "d", Process: "p2", Rate: 1, Version: 1})
 	assert.Nil(e.t, g.State, "a caller up to date gets no state")
 	assert.Equal(e.t, uint64(1), g.Version)
 
-	st := e.release(adaptive.Release{Scope: "d", State: []byte("s1"), Version: 1})
+	st := e.release(fleet.Return{Scope: "d", State: []byte("s1"), Version: 1})
 	assert.True(e.t, st.Committed)
 	assert.Equal(e.t, uint64(2), st.Version)
-	st = e.release(adaptive.Release{Scope: "d", Process: "p2", State: []byte("s1'"), Version: 1})
+	st = e.release(fleet.Return{Scope: "d", Process: "p2", State: []byte("s1'"), Version: 1})
 	assert.False(e.t, st.Committed, "derived from a version that is gone")
 	assert.Equal(e.t, []byte("s1"), st.State, "the fleet's state comes back instead")
 	assert.Equal(e.t, uint64(2), st.Version)
-	st = e.release(adaptive.Release{Scope: "d"})
+	st = e.release(fleet.Return{Scope: "d"})
 	assert.False(e.t, st.Committed, "no state, nothing committed")
 	assert.Equal(e.t, uint64(2), st.Version)
 
 	bin := []byte{0, 1, 2, 0xff, '\n', 0}
-	st = e.release(adaptive.Release{Scope: "bin", State: bin, Version: 0})
+	st = e.release(fleet.Return{Scope: "bin", State: bin, Version: 0})
 	assert.True(e.t, st.Committed, "a scope with no state commits on version 0")
-	g = e.acquire(adaptive.Acquisition{Scope: "bin", Rate: 1})
+	g = e.acquire(fleet.LeaseRequest{Scope: "bin", Rate: 1})
 	assert.Equal(e.t, bin, g.State, "states are bytes, kept exactly")
 }
 
 // Live counts the processes acquiring on a scope; one that stopped is no
 // longer counted after three lease lives.
 func live(e *env) {
-	assert.Equal(e.t, 1, e.acquire(adaptive.Acquisition{Scope: "l", Process: "p1", Rate: 1000}).Live)
-	assert.Equal(e.t, 2, e.acquire(adaptive.Acquisition{Scope: "l", Process: "p2", Rate: 1000}).Live)
-	assert.Equal(e.t, 2, e.acquire(adaptive.Acquisition{Scope: "l", Process: "p1", Rate: 1000}).Live, "counted once each")
-	assert.Equal(e.t, 1, e.acquire(adaptive.Acquisition{Scope: "l2", Process: "p3", Rate: 1000}).Live, "per scope")
+	assert.Equal(e.t, 1, e.acquire(fleet.LeaseRequest{Scope: "l", Process: "p1", Rate: 1000}).Live)
+	assert.Equal(e.t, 2, e.acquire(fleet.LeaseRequest{Scope: "l", Process: "p2", Rate: 1000}).Live)
+	assert.Equal(e.t, 2, e.acquire(fleet.LeaseRequest{Scope: "l", Process: "p1", Rate: 1000}).Live, "counted once each")
+	assert.Equal(e.t, 1, e.acquire(fleet.LeaseRequest{Scope: "l2", Process: "p3", Rate: 1000}).Live, "per scope")
 	time.Sleep(3*ttl + e.slack + 10*time.Millisecond)
-	assert.Equal(e.t, 1, e.acquire(adaptive.Acquisition{Scope: "l", Process: "p2", Rate: 1000}).Live, "p1 stopped")
+	assert.Equal(e.t, 1, e.acquire(fleet.LeaseRequest{Scope: "l", Process: "p2", Rate: 1000}).Live, "p1 stopped")
 }
 
 // Many goroutines acquiring at once never hold more leases than the limit
@@ -265,12 +269,12 @@ func concurrent(e *env) {
 			ctx := context.Background()
 			proc := fmt.Sprintf("w%d", w)
 			for n := 0; n < each; {
-				g, err := e.s.Acquire(ctx, adaptive.Acquisition{Scope: "k", Process: proc, Rate: 1e6, Limit: limit, LeaseTTL: time.Minute})
+				g, err := e.s.Lease(ctx, fleet.LeaseRequest{Scope: "k", Process: proc, Rate: 1e6, Limit: limit, TTL: time.Minute})
 				if !assert.NoError(e.t, err) {
 					return
 				}
-				if g.Lease == "" {
-					time.Sleep(g.Wait)
+				if g.ID == "" {
+					time.Sleep(g.Delay)
 					continue
 				}
 				h := held.Add(1)
@@ -278,7 +282,7 @@ func concurrent(e *env) {
 				}
 				time.Sleep(5 * time.Millisecond)
 				held.Add(-1)
-				_, err = e.s.Release(ctx, adaptive.Release{Scope: "k", Process: proc, Lease: g.Lease})
+				_, err = e.s.Return(ctx, fleet.Return{Scope: "k", Process: proc, Lease: g.ID})
 				if !assert.NoError(e.t, err) {
 					return
 				}
@@ -296,17 +300,17 @@ func concurrent(e *env) {
 // A Notifier tells its subscribers of a pause as it is shared, not of one
 // that changes nothing, and no longer once they cancel.
 func notifier(e *env) {
-	n, ok := e.s.(adaptive.Notifier)
+	n, ok := e.s.(fleet.Notifier)
 	if !ok {
 		e.t.Skip("the store is not a Notifier")
 	}
 	type note struct {
 		scope  string
 		pause  time.Duration
-		reason adaptive.Reason
+		reason fleet.Reason
 	}
 	ch := make(chan note, 8)
-	cancel := n.Subscribe(func(scope string, pause time.Duration, reason adaptive.Reason) {
+	cancel := n.Subscribe(func(scope string, pause time.Duration, reason fleet.Reason) {
 		ch <- note{scope, pause, reason}
 	})
 	defer cancel()
@@ -318,17 +322,17 @@ func notifier(e *env) {
 			return note{}, false
 		}
 	}
-	e.release(adaptive.Release{Scope: "n\n{x}", Pause: 3 * time.Second, Reason: adaptive.ReasonBreaker})
+	e.release(fleet.Return{Scope: "n\n{x}", Pause: 3 * time.Second, Reason: breaker})
 	m, ok := recv()
 	require.True(e.t, ok, "the pause is announced")
-	assert.Equal(e.t, note{"n\n{x}", 3 * time.Second, adaptive.ReasonBreaker}, m)
-	e.release(adaptive.Release{Scope: "n\n{x}", Pause: time.Second, Reason: adaptive.ReasonBackoff})
-	e.release(adaptive.Release{Scope: "n2", Pause: time.Second, Reason: adaptive.ReasonBackoff})
+	assert.Equal(e.t, note{"n\n{x}", 3 * time.Second, breaker}, m)
+	e.release(fleet.Return{Scope: "n\n{x}", Pause: time.Second, Reason: backoff})
+	e.release(fleet.Return{Scope: "n2", Pause: time.Second, Reason: backoff})
 	m, ok = recv()
 	require.True(e.t, ok)
 	assert.Equal(e.t, "n2", m.scope, "a pause that changes nothing is not announced")
 	cancel()
-	e.release(adaptive.Release{Scope: "n3", Pause: time.Second, Reason: adaptive.ReasonBackoff})
+	e.release(fleet.Return{Scope: "n3", Pause: time.Second, Reason: backoff})
 	select {
 	case m := <-ch:
 		e.t.Errorf("heard %v after cancel", m)
@@ -340,26 +344,26 @@ func notifier(e *env) {
 func scopes(e *env) {
 	names := []string{"", "{", "}", "a}{b", "a\nb", "a:b", "ünï", "a\x00b", strings.Repeat("x", 4096)}
 	for i, name := range names {
-		e.release(adaptive.Release{Scope: name, Pause: time.Duration(i+1) * time.Minute, Reason: adaptive.ReasonRetryAfter})
+		e.release(fleet.Return{Scope: name, Pause: time.Duration(i+1) * time.Minute, Reason: retryAfter})
 	}
 	for i, name := range names {
-		g := e.acquire(adaptive.Acquisition{Scope: name, Rate: 1})
+		g := e.acquire(fleet.LeaseRequest{Scope: name, Rate: 1})
 		e.near(time.Duration(i+1)*time.Minute, g.Paused, fmt.Sprintf("scope %q keeps its own pause", name))
 	}
 }
 
 // Release counts the fleet's accepted answers over the last second.
 func accepted(e *env) {
-	var st adaptive.Settlement
+	var st fleet.Settlement
 	for range 3 {
-		st = e.release(adaptive.Release{Scope: "acc", Accepted: true})
+		st = e.release(fleet.Return{Scope: "acc", Accepted: true})
 	}
 	assert.Equal(e.t, 3.0, st.Accepted, "three accepted answers")
-	st = e.release(adaptive.Release{Scope: "acc", Process: "p2"})
+	st = e.release(fleet.Return{Scope: "acc", Process: "p2"})
 	assert.Equal(e.t, 3.0, st.Accepted, "a release that is not one counts nothing, from any process")
-	st = e.release(adaptive.Release{Scope: "other", Accepted: true})
+	st = e.release(fleet.Return{Scope: "other", Accepted: true})
 	assert.Equal(e.t, 1.0, st.Accepted, "per scope")
 	time.Sleep(1100*time.Millisecond + e.slack)
-	st = e.release(adaptive.Release{Scope: "acc", Accepted: true})
+	st = e.release(fleet.Return{Scope: "acc", Accepted: true})
 	assert.Equal(e.t, 1.0, st.Accepted, "those of more than a second ago are gone")
 }

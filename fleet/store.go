@@ -1,4 +1,4 @@
-package adaptive
+package fleet
 
 import (
 	"context"
@@ -22,17 +22,17 @@ import (
 // serves processes on many machines. Implementations must be safe for
 // concurrent use.
 type Store interface {
-	// Acquire asks for one send on a scope: a lease on one of the fleet's
+	// Lease asks for one send on a scope: a lease on one of the fleet's
 	// concurrency slots, the next slot of the scope's send schedule at the
 	// rate asked, and the wait before it (a shared pause in force
 	// included). It also returns the fleet's law state when its version
 	// differs from the caller's, and stores the caller's (Seed) when the
 	// fleet has none (a store restarted empty re-seeds from its clients).
-	Acquire(ctx context.Context, a Acquisition) (Grant, error)
-	// Release returns a lease (if any) and publishes what the caller
+	Lease(ctx context.Context, r LeaseRequest) (Lease, error)
+	// Return gives a lease back (if any) and publishes what the caller
 	// decided: a pause to extend, a law state to commit if the stored one
 	// is still the version it was derived from.
-	Release(ctx context.Context, r Release) (Settlement, error)
+	Return(ctx context.Context, r Return) (Settlement, error)
 	// Renew extends the leases a process holds on a scope (a long
 	// download): leases not renewed expire, so a process that dies holds
 	// no slot for long.
@@ -48,8 +48,8 @@ type Notifier interface {
 	Subscribe(fn func(scope string, pause time.Duration, reason Reason)) (cancel func())
 }
 
-// Acquisition is a request for one send (Store.Acquire).
-type Acquisition struct {
+// LeaseRequest asks for one send (Store.Lease).
+type LeaseRequest struct {
 	Scope   string
 	Process string  // the caller's name in the fleet, unique per process
 	Rate    float64 // the rate the fleet sends at, as the caller knows it (its ceilings applied), req/s
@@ -58,19 +58,21 @@ type Acquisition struct {
 	// Seed its state, stored if the fleet has none.
 	Version uint64
 	Seed    []byte
-	// LeaseTTL is how long the lease lives unless renewed; the process is
+	// TTL is how long the lease lives unless renewed; the process is
 	// counted live on the scope for three times as long.
-	LeaseTTL time.Duration
+	TTL time.Duration
 }
 
-// Grant is what Store.Acquire gave.
-type Grant struct {
-	// Lease names the lease taken; "" when the fleet's limit is in use:
-	// ask again after Wait.
-	Lease string
-	// Wait is how long to wait before sending (or before asking again).
-	Wait time.Duration
-	// Paused is the part of Wait that is a shared pause, and Reason why.
+// Lease is what Store.Lease gave: one of the fleet's concurrency slots,
+// held for one send and expiring unless renewed, and the slot of the
+// scope's send schedule.
+type Lease struct {
+	// ID names the lease taken; "" when the fleet's limit is in use: ask
+	// again after Delay.
+	ID string
+	// Delay is how long to wait before sending (or before asking again).
+	Delay time.Duration
+	// Paused is the part of Delay that is a shared pause, and Reason why.
 	Paused time.Duration
 	Reason Reason
 	// State and Version are the fleet's law state when Version differs
@@ -80,13 +82,13 @@ type Grant struct {
 	// Live is how many processes acquired on the scope lately, this one
 	// included.
 	Live int
-	// InUse: with this lease, the fleet's concurrency limit is all in use
+	// Full: with this lease, the fleet's concurrency limit is all in use
 	// (the leases held are at the limit asked).
-	InUse bool
+	Full bool
 }
 
-// Release returns a lease and publishes decisions (Store.Release).
-type Release struct {
+// Return gives a lease back and publishes decisions (Store.Return).
+type Return struct {
 	Scope   string
 	Process string
 	Lease   string // "" for none
@@ -103,7 +105,7 @@ type Release struct {
 	Accepted bool
 }
 
-// Settlement is what Store.Release did.
+// Settlement is what Store.Return did.
 type Settlement struct {
 	// Committed: State was stored. Otherwise State and Version are the
 	// fleet's (another process committed first).
@@ -203,8 +205,8 @@ func (m *MemoryStore) scopeLocked(name string, now time.Time) *memoryScope {
 	return s
 }
 
-// Acquire implements Store.
-func (m *MemoryStore) Acquire(_ context.Context, a Acquisition) (Grant, error) {
+// Lease implements Store.
+func (m *MemoryStore) Lease(_ context.Context, a LeaseRequest) (Lease, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.clock()
@@ -214,8 +216,8 @@ func (m *MemoryStore) Acquire(_ context.Context, a Acquisition) (Grant, error) {
 			delete(s.procs, k)
 		}
 	}
-	s.procs[a.Process] = now.Add(3 * a.LeaseTTL)
-	var g Grant
+	s.procs[a.Process] = now.Add(3 * a.TTL)
+	var g Lease
 	g.Live = len(s.procs)
 	if s.state == nil && a.Seed != nil {
 		// a store empty of this scope (new, or restarted) takes the
@@ -238,13 +240,13 @@ func (m *MemoryStore) Acquire(_ context.Context, a Acquisition) (Grant, error) {
 	}
 	if a.Limit > 0 && len(s.leases) >= a.Limit {
 		// the fleet's limit is in use: ask again after a short while
-		g.Wait = max(g.Paused, 10*time.Millisecond)
+		g.Delay = max(g.Paused, 10*time.Millisecond)
 		return g, nil
 	}
 	m.seq++
-	g.Lease = a.Process + "/" + strconv.FormatUint(m.seq, 10)
-	s.leases[g.Lease] = now.Add(a.LeaseTTL)
-	g.InUse = a.Limit > 0 && len(s.leases) >= a.Limit
+	g.ID = a.Process + "/" + strconv.FormatUint(m.seq, 10)
+	s.leases[g.ID] = now.Add(a.TTL)
+	g.Full = a.Limit > 0 && len(s.leases) >= a.Limit
 	slot := now
 	if s.tat.After(slot) {
 		slot = s.tat
@@ -252,13 +254,13 @@ func (m *MemoryStore) Acquire(_ context.Context, a Acquisition) (Grant, error) {
 	if s.pauseUntil.After(slot) {
 		slot = s.pauseUntil
 	}
-	s.tat = slot.Add(interval(a.Rate))
-	g.Wait = slot.Sub(now)
+	s.tat = slot.Add(sat.Interval(a.Rate))
+	g.Delay = slot.Sub(now)
 	return g, nil
 }
 
-// Release implements Store.
-func (m *MemoryStore) Release(_ context.Context, r Release) (Settlement, error) {
+// Return implements Store.
+func (m *MemoryStore) Return(_ context.Context, r Return) (Settlement, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.clock()
@@ -329,15 +331,7 @@ func (m *MemoryStore) Renew(_ context.Context, scope, process string, leases []s
 	return nil
 }
 
-// interval is the gap between sends at rate r, at most longestPause.
-func interval(r float64) time.Duration {
-	if !(r > 0) {
-		return longestPause
-	}
-	return sat.Seconds(1 / r)
-}
-
-// storeTimeout bounds one call to the Store. A slow store delays a send by
-// at most this much; an error falls back to the local view, never to no
-// limit at all.
-const storeTimeout = time.Second
+// Reason is why a shared pause was taken, as the controller names it
+// (adaptive's pause reasons): a store keeps it with the pause and hands it
+// back, and never reads it.
+type Reason uint8

@@ -1,0 +1,438 @@
+// Package fleetclient is a controller's side of a shared fleet.Store: the
+// protocol that makes a fleet of processes one polite client. One round
+// trip to the store before each send (a lease, the slot of the fleet's
+// schedule, the fleet's law when newer: Before) and one after (the lease
+// back, the pause and the law decided here: After); leases renewed while
+// held; a conservative share when the store is down, said once, and the
+// fleet's view taken again by itself when it answers.
+//
+// The client knows nothing of the law or the pacer: what it needs of a
+// scope it asks through Local, which the controller implements over the
+// scope's decision core. Process-wide state (the store's health, the
+// leases held) is the client's; per-scope state is the scope's.
+package fleetclient
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/colly-polite/polite/fleet"
+	"github.com/colly-polite/polite/internal/sat"
+)
+
+// Local is what the client asks of one scope of this process. Each method
+// takes the scope's own lock; the client holds none of its own while it
+// calls one.
+type Local interface {
+	// Ask is what a lease request carries, at now: the rate the fleet
+	// sends at and its concurrency limit as this process knows them, the
+	// version of the fleet's law state held (0: none) and, without one,
+	// this process's state to seed the store with; and until when another
+	// send of this process waits because the fleet was busy (0: none).
+	Ask(now time.Duration) Ask
+	// Granted takes what a lease brought: the fleet's law state (nil when
+	// the version held is current) at version, and the processes live on
+	// the scope. The scope keeps to the fleet's schedule again.
+	Granted(state []byte, version uint64, live int)
+	// Busy notes that the fleet's concurrency is in use: one send of this
+	// process asks again at until, the others wait for it.
+	Busy(until time.Duration)
+	// Random draws a number in [0, 1) from the scope's seeded source.
+	Random() float64
+	// Alone puts the scope on its own share of the fleet's rate (the
+	// store is unreachable). It reports whether the share was not in force
+	// before.
+	Alone() bool
+	// Waited is told at now that a send waited for the fleet's slot;
+	// pacedByFleet: the fleet's schedule held it back. It reports whether
+	// a pause is in force (one shared meanwhile voids the slot).
+	Waited(now time.Duration, pacedByFleet bool) (paused bool)
+	// Settled takes what the store answered to After.
+	Settled(st fleet.Settlement)
+}
+
+// Ask is what a lease request carries of a scope (Local.Ask).
+type Ask struct {
+	Rate      float64
+	Limit     int
+	Version   uint64
+	Seed      []byte
+	BusyUntil time.Duration
+}
+
+// Send is what Before granted: the lease ("" when the store is down and
+// the local view decides), whether the fleet's concurrency is all in use
+// with it, whether the fleet's schedule held it back, and when it goes (0:
+// when its local slot was granted).
+type Send struct {
+	Lease        string
+	Full         bool
+	PacedByFleet bool
+	At           time.Duration
+}
+
+// Report is what one send decided, for the fleet (After): the lease back,
+// a pause to share (without jitter; 0: none) and why, the law's shared part
+// if it changed (nil otherwise) and the version it derives from, and
+// whether the answer was accepted (counted in the fleet's accepted rate).
+type Report struct {
+	Lease    string
+	Pause    time.Duration
+	Reason   fleet.Reason
+	State    []byte
+	Version  uint64
+	Accepted bool
+}
+
+// ErrAgain: the send cannot go as granted (a pause voided its slot, the
+// share changed); the caller gives the local slot back and asks again.
+var ErrAgain = errors.New("fleetclient: fleet slot void")
+
+// ErrBusy: the fleet's concurrency is in use; the caller waited, gives the
+// local slot back and asks again.
+var ErrBusy = errors.New("fleetclient: fleet busy")
+
+// TooLongError: the fleet's slot is further away than the caller may wait
+// (a shared pause, the fleet's schedule); the lease is given back.
+type TooLongError struct {
+	Wait   time.Duration
+	Paused bool // the wait is a shared pause
+	Reason fleet.Reason
+}
+
+func (e *TooLongError) Error() string {
+	return fmt.Sprintf("fleetclient: the fleet's slot is %v away", e.Wait)
+}
+
+// Config is what a Client needs of its controller.
+type Config struct {
+	// TTL is the life of a lease not renewed; 0 means a minute.
+	TTL time.Duration
+	// MaxPause is the longest wait for a slot; past it Before fails with
+	// a *TooLongError.
+	MaxPause time.Duration
+	Logger   *slog.Logger
+	// Now is the controller's clock.
+	Now func() time.Duration
+}
+
+// Client is a controller's side of a fleet.Store. Make one with New; it is
+// safe for concurrent use.
+type Client struct {
+	store    fleet.Store
+	process  string
+	ttl      time.Duration
+	maxPause time.Duration
+	logger   *slog.Logger
+	now      func() time.Duration
+
+	mu      sync.Mutex
+	down    atomic.Bool          // the last call failed (read without mu on every send; written with mu held)
+	retryAt time.Duration        // guarded by mu: while down, the store is not asked before then
+	backoff time.Duration        // guarded by mu: the wait before the next try while down
+	leases  map[string]heldLease // guarded by mu: the leases held
+	// unsubscribe ends the Notifier's subscription, if the store is one
+	unsubscribe func()
+}
+
+type heldLease struct {
+	scope string
+	renew *time.Timer
+}
+
+// storeTimeout bounds one call to the Store. A slow store delays a send by
+// at most this much; an error falls back to the local view, never to no
+// limit at all.
+const storeTimeout = time.Second
+
+// While the store is down it is asked again after storeRetryMin, then
+// twice as long each time it fails again, up to storeRetryMax: in between,
+// sends do not wait on a store that does not answer (at most one send per
+// try waits, storeTimeout at most), and a store back is shared again
+// within storeRetryMax. Pauses are not shared while a process runs on its
+// own: the bound keeps that short.
+const (
+	storeRetryMin = time.Second
+	storeRetryMax = 4 * time.Second
+)
+
+// New returns a client of store for one controller: its process's name
+// in the fleet is unique (host, pid and a random part).
+func New(store fleet.Store, cfg Config) *Client {
+	if cfg.TTL <= 0 {
+		cfg.TTL = time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return &Client{
+		store:    store,
+		process:  fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:])),
+		ttl:      cfg.TTL,
+		maxPause: cfg.MaxPause,
+		logger:   cfg.Logger,
+		now:      cfg.Now,
+		leases:   map[string]heldLease{},
+	}
+}
+
+// Subscribe has fn hear every pause the fleet shares, when the store is a
+// fleet.Notifier (it reports whether it is), until Close.
+func (c *Client) Subscribe(fn func(scope string, pause time.Duration, reason fleet.Reason)) bool {
+	n, ok := c.store.(fleet.Notifier)
+	if ok {
+		c.unsubscribe = n.Subscribe(fn)
+	}
+	return ok
+}
+
+// busyWait is how long to wait before asking again when the fleet's
+// concurrency is in use, the busy-th time in a row for this send: a send
+// interval at the fleet's rate (a lease comes back no faster than sends
+// go), doubling with each busy answer up to eight, at most a second, with
+// a jitter so that the processes waiting do not ask together. One send
+// per process and scope asks; the process's others wait for its answer.
+func busyWait(floor time.Duration, rate float64, busy int, rnd float64) time.Duration {
+	d := time.Duration(float64(sat.Interval(rate)) * float64(uint(1)<<min(busy, 3)))
+	d = min(max(d, 10*time.Millisecond), time.Second)
+	return max(floor, time.Duration(float64(d)*(0.5+rnd)))
+}
+
+// Before asks the store for one send of scope, whose local slot is
+// granted (paced: the local pacer held it back): it adopts the fleet's law,
+// waits for the fleet's slot, and returns the lease. busy is how many times
+// in a row this send found the fleet busy. On ErrAgain or ErrBusy the
+// caller gives the local slot back and asks again; a *TooLongError is a
+// refusal; a context error ends the send.
+func (c *Client) Before(ctx context.Context, scope string, l Local, busy int, paced bool) (Send, error) {
+	if c.skip() {
+		// the store is down: the local view decides, at this process's
+		// share; a slot taken before the share applied is taken again
+		if l.Alone() {
+			return Send{}, ErrAgain
+		}
+		return Send{}, nil
+	}
+	ask := l.Ask(c.now())
+	if now := c.now(); ask.BusyUntil > now {
+		// another send of this process found the fleet busy and asks
+		// again then: wait for that (and a little more: it asks first)
+		// rather than ask too
+		wait := ask.BusyUntil - now + time.Duration(l.Random()*float64(sat.Interval(ask.Rate)))
+		if err := sleep(ctx, wait); err != nil {
+			return Send{}, err
+		}
+		return Send{}, ErrBusy
+	}
+	req := fleet.LeaseRequest{Scope: scope, Process: c.process, Rate: ask.Rate, Limit: ask.Limit, Version: ask.Version, Seed: ask.Seed, TTL: c.ttl}
+	cctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	lease, err := c.store.Lease(cctx, req)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return Send{}, ctx.Err()
+		}
+		c.failed(scope, err)
+		l.Alone()
+		return Send{}, ErrAgain // the slot again, at this process's share
+	}
+	c.ok(scope)
+	l.Granted(lease.State, lease.Version, max(lease.Live, 1))
+	now := c.now()
+	if lease.ID == "" {
+		// the fleet's concurrency is in use: this send asks again later,
+		// the process's others wait for it
+		wait := busyWait(lease.Delay, ask.Rate, busy, l.Random())
+		l.Busy(now + wait)
+		if err := sleep(ctx, wait); err != nil {
+			return Send{}, err
+		}
+		return Send{}, ErrBusy
+	}
+	if lease.Delay > c.maxPause {
+		c.GiveBack(scope, l, lease.ID)
+		return Send{}, &TooLongError{Wait: lease.Delay, Paused: lease.Paused > 0, Reason: lease.Reason}
+	}
+	c.hold(scope, lease.ID)
+	if err := sleep(ctx, lease.Delay); err != nil {
+		c.GiveBack(scope, l, lease.ID)
+		return Send{}, err
+	}
+	// a pause shared while this send waited for its slot voids the slot
+	// (the Notifier told this scope's gate): wait for the pause instead
+	now = c.now()
+	byFleet := lease.Delay > 0 && lease.Paused == 0 && !paced // the fleet's schedule held it back
+	if l.Waited(now, byFleet) || (lease.Delay > 0 && c.down.Load()) {
+		// (a slot of a schedule whose store failed since is void too:
+		// this process is on its share now, and the slot is taken again
+		// at it)
+		c.GiveBack(scope, l, lease.ID)
+		return Send{}, ErrAgain
+	}
+	return Send{Lease: lease.ID, Full: lease.Full, PacedByFleet: byFleet, At: now}, nil
+}
+
+// After publishes what a send of scope decided (nothing when there is
+// nothing to say) and has l take the fleet's answer.
+func (c *Client) After(scope string, l Local, r Report) {
+	if r.Lease == "" && r.Pause == 0 && r.State == nil {
+		return
+	}
+	c.put(scope, l, fleet.Return{Scope: scope, Lease: r.Lease, Pause: r.Pause, Reason: r.Reason, State: r.State, Version: r.Version, Accepted: r.Accepted})
+}
+
+// GiveBack gives a lease back unused.
+func (c *Client) GiveBack(scope string, l Local, lease string) {
+	c.put(scope, l, fleet.Return{Scope: scope, Lease: lease})
+}
+
+func (c *Client) put(scope string, l Local, r fleet.Return) {
+	r.Process = c.process
+	c.drop(r.Lease)
+	if c.skip() {
+		return // the store is down: the lease expires there by itself
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	st, err := c.store.Return(ctx, r)
+	cancel()
+	if err != nil {
+		c.failed(scope, err)
+		l.Alone()
+		return
+	}
+	c.ok(scope)
+	l.Settled(st)
+}
+
+// Down reports whether the last call to the store failed.
+func (c *Client) Down() bool { return c.down.Load() }
+
+// skip reports whether the store is down and not yet due for another try.
+func (c *Client) skip() bool {
+	if !c.down.Load() {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.down.Load() && c.now() < c.retryAt
+}
+
+// failed marks the store down after a failed call on scope (saying so
+// once) and backs off the next try. Calls that were under way together
+// fail together: only a try made when one was due backs off further.
+func (c *Client) failed(scope string, err error) {
+	c.mu.Lock()
+	was, now := c.down.Load(), c.now()
+	switch {
+	case !was:
+		c.backoff, c.retryAt = storeRetryMin, now+storeRetryMin
+	case now >= c.retryAt:
+		c.backoff = min(2*c.backoff, storeRetryMax)
+		c.retryAt = now + c.backoff
+	}
+	c.down.Store(true)
+	c.mu.Unlock()
+	if !was {
+		c.logger.Warn("adaptive: shared store unreachable; each scope falls back to its share of the fleet", "scope", scope, "err", err)
+	}
+}
+
+// ok marks the store up after a call on scope succeeded.
+func (c *Client) ok(scope string) {
+	if !c.down.Load() {
+		return // the usual case: no lock on the send's path
+	}
+	c.mu.Lock()
+	was := c.down.Swap(false)
+	c.mu.Unlock()
+	if was {
+		c.logger.Info("adaptive: shared store back; the fleet's schedule and law are shared again", "scope", scope)
+	}
+}
+
+// hold keeps a lease alive while it is held (a long download): a timer
+// renews it every third of its life, with no goroutine between renewals.
+func (c *Client) hold(scope, lease string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var t *time.Timer
+	t = time.AfterFunc(c.ttl/3, func() {
+		if !c.skip() {
+			ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+			err := c.store.Renew(ctx, scope, c.process, []string{lease}, c.ttl)
+			cancel()
+			if err != nil {
+				c.failed(scope, err)
+			} else {
+				c.ok(scope)
+			}
+		}
+		c.mu.Lock()
+		if c.leases[lease].renew == t {
+			t.Reset(c.ttl / 3)
+		}
+		c.mu.Unlock()
+	})
+	c.leases[lease] = heldLease{scope, t}
+}
+
+// drop stops renewing a lease given back.
+func (c *Client) drop(lease string) {
+	if lease == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h, ok := c.leases[lease]; ok {
+		h.renew.Stop()
+		delete(c.leases, lease)
+	}
+}
+
+// Close stops renewing, gives every lease held back and ends the
+// subscription to the store's pauses.
+func (c *Client) Close() {
+	c.mu.Lock()
+	held := c.leases
+	c.leases = map[string]heldLease{}
+	c.mu.Unlock()
+	// one bound for all: a store that does not answer holds Close a
+	// second, whatever the leases (they expire there by themselves)
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	for l, h := range held {
+		h.renew.Stop()
+		if ctx.Err() == nil {
+			_, _ = c.store.Return(ctx, fleet.Return{Scope: h.scope, Process: c.process, Lease: l})
+		}
+	}
+	if c.unsubscribe != nil {
+		c.unsubscribe()
+	}
+}
+
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
