@@ -33,7 +33,7 @@ type Controller struct {
 	peekBody bool
 
 	global *globalPacer  // Config.GlobalRate; nil when there is none
-	claims atomic.Uint64 // numbers claims
+	reservations atomic.Uint64 // numbers reservations
 	watch  watchers      // Notify's
 	waits  waits         // polite waits of granted requests
 
@@ -228,22 +228,23 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 			start = now
 		}
 		s := c.scope(cl.key, cl.rule, now)
-		g, err := s.acquire(ctx, c, cl.key, now, cl.crawlDelay)
+		t, err := s.acquire(ctx, c, cl.key, now, cl.crawlDelay)
 		if err != nil {
 			return Permit{}, err
 		}
+		p := Permit{c: c, s: s, key: cl.key, t: t}
 		if s.dead {
 			// evicted between lookup and acquire: give the slot back, retry
-			s.untake(g.t)
+			s.untake(p.t)
 			continue
 		}
 		if c.fleet != nil {
-			send, err := c.fleet.Before(ctx, cl.key, fleetScope{c, cl.key, s}, busy, g.t.law.Paced)
+			send, err := c.fleet.Before(ctx, cl.key, fleetScope{c, cl.key, s}, busy, p.t.Paced)
 			if err != nil {
 				// the slot goes back; on ErrAgain or ErrBusy (the fleet's
 				// concurrency is in use, or a pause it shared voided the
 				// slot) ask again
-				s.untake(g.t)
+				s.untake(p.t)
 				c.notify(cl.key)
 				if err == fleetclient.ErrBusy {
 					busy++
@@ -261,27 +262,32 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 				}
 				return Permit{}, err
 			}
-			g.lease = send.Lease
+			p.lease = send.Lease
 			// the fleet's concurrency all in use with this send: the limit
 			// may grow on its success (a process's own in-flight count is
 			// only its part of the fleet's); the fleet's schedule held it
 			// back: the rate was the bottleneck
-			g.t.law.InUse = g.t.law.InUse || send.Full
-			g.t.law.Paced = g.t.law.Paced || send.PacedByFleet
+			p.t.InUse = p.t.InUse || send.Full
+			p.t.Paced = p.t.Paced || send.PacedByFleet
 			if send.At != 0 {
-				g.t.law.Sent = send.At // sent now, not when the local slot was granted
+				p.t.Sent = send.At // sent now, not when the local slot was granted
 			}
 		}
 		// sent is when it goes out: after the fleet's slot, if any
-		c.waits.observe(g.t.law.Sent - start)
-		return Permit{c: c, g: g}, nil
+		c.waits.observe(p.t.Sent - start)
+		return p, nil
 	}
 }
 
-// Permit is one granted send. Record it exactly once, or Drop it.
+// Permit is one granted send, from the moment its scope let it go to its
+// outcome. Record it exactly once, or Drop it. It is a small value; its
+// zero value holds nothing (Record and Drop do nothing).
 type Permit struct {
-	c *Controller
-	g grant
+	c     *Controller
+	s     *scope
+	key   string
+	t     stamp  // t.Sent is when it went out (after the fleet's slot)
+	lease string // with a Store: the fleet's lease ("" when the store was down)
 }
 
 // Record returns the slot and feeds the outcome to the control law.
@@ -292,9 +298,9 @@ func (p Permit) Record(resp *http.Response, err error) {
 	now := p.c.now()
 	o := p.c.outcomeOf(resp, err, nil)
 	if resp != nil {
-		o.rtt = now - p.g.t.law.Sent
+		o.rtt = now - p.t.Sent
 	}
-	p.c.finish(p.g, &o, resp, err, now)
+	p.c.finish(p, &o, resp, err, now)
 }
 
 // Drop returns the slot without feeding the control law.
@@ -302,14 +308,14 @@ func (p Permit) Drop() {
 	if p.c == nil {
 		return
 	}
-	p.c.finish(p.g, &outcome{class: classify.Canceled}, nil, nil, p.c.now())
+	p.c.finish(p, &outcome{class: classify.Canceled}, nil, nil, p.c.now())
 }
 
 // retried counts a retry on p's scope: the transport calls it for each
 // attempt after the first of a request.
 func (p Permit) retried() {
 	if p.c != nil {
-		p.g.sc.retried()
+		p.s.retried()
 	}
 }
 
@@ -335,23 +341,23 @@ func (c *Controller) outcomeOf(resp *http.Response, err error, body []byte) outc
 
 // finish records the outcome of grant g at now, then tells the Store,
 // the event streams and the log what it decided.
-func (c *Controller) finish(g grant, o *outcome, resp *http.Response, err error, now time.Duration) {
+func (c *Controller) finish(p Permit, o *outcome, resp *http.Response, err error, now time.Duration) {
 	var sp step
-	r, changed, version := g.sc.record(c, now, g.t, o, &sp)
+	r, changed, version := p.s.record(c, now, p.t, o, &sp)
 	q := cue{op: opRecord, class: o.class, status: o.status, decreased: r.decreased, cut: r.cut, rtt: o.rtt}
 	if o.hasRA {
 		q.retryAfter = o.retryAfter
 	}
-	c.observe(g.key, &sp, &q)
+	c.observe(p.key, &sp, &q)
 	if c.fleet != nil {
-		c.fleet.After(g.key, fleetScope{c, g.key, g.sc}, fleetReport(g.lease, r, now, changed, version, o.class == classify.Success))
+		c.fleet.After(p.key, fleetScope{c, p.key, p.s}, fleetReport(p.lease, r, now, changed, version, o.class == classify.Success))
 	}
-	c.notify(g.key) // after the fleet's answer, which may move the rate
+	c.notify(p.key) // after the fleet's answer, which may move the rate
 	if !o.class.Signal() && o.class != classify.Blocked {
 		return
 	}
 	e := Event{
-		Time: c.at(now), Scope: g.key, Class: o.class, Status: o.status,
+		Time: c.at(now), Scope: p.key, Class: o.class, Status: o.status,
 		Limit: r.limit, Rate: r.rate,
 	}
 	if r.until != 0 {

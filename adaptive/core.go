@@ -34,10 +34,10 @@ func (c *core) init(key string, r *rule, now time.Duration, seed uint64) {
 	c.pace.sync(now, c)
 }
 
-// ticket is one granted send: what the law needs to judge its answer, and
+// stamp is one granted send: what the law needs to judge its answer, and
 // whether it is the half-open breaker's probe. It is a value.
-type ticket struct {
-	law   law.Ticket
+type stamp struct {
+	law.Stamp
 	probe bool
 }
 
@@ -86,9 +86,9 @@ func (c *core) decide(now time.Duration, st *settings) decision {
 func (c *core) limit() int { return c.gate.limit(c.law.Limit()) }
 
 // take grants a send that decide allowed.
-func (c *core) take(now time.Duration) ticket {
+func (c *core) take(now time.Duration) stamp {
 	c.inflight++
-	t := ticket{law: c.law.Sent(now, c.pace.rate(), int(c.inflight), int(c.inflight) >= c.limit(), c.held)}
+	t := stamp{Stamp: c.law.Sent(now, c.pace.rate(), int(c.inflight), int(c.inflight) >= c.limit(), c.held)}
 	c.held = false
 	if c.gate.breaker == BreakerHalfOpen {
 		c.gate.probeOut, t.probe = true, true
@@ -104,7 +104,7 @@ func (c *core) unpark(now time.Duration) {
 }
 
 // untake gives back a send granted but not made.
-func (c *core) untake(t ticket) {
+func (c *core) untake(t stamp) {
 	c.inflight--
 	if t.probe {
 		c.gate.probeOut = false
@@ -141,7 +141,7 @@ type reaction struct {
 }
 
 // record returns the slot of t and applies what its outcome says.
-func (c *core) record(now time.Duration, t ticket, o *outcome, st *settings) reaction {
+func (c *core) record(now time.Duration, t stamp, o *outcome, st *settings) reaction {
 	c.inflight--
 	c.counts[o.class]++
 	if t.probe {
@@ -154,7 +154,7 @@ func (c *core) record(now time.Duration, t ticket, o *outcome, st *settings) rea
 	}
 	switch o.class {
 	case classify.Success:
-		c.law.Observe(now, t.law, law.Success)
+		c.law.Observe(now, t.Stamp, law.Success)
 		if c.gate.succeeded(t.probe) {
 			c.law.Resumed(now)
 		}
@@ -167,12 +167,12 @@ func (c *core) record(now time.Duration, t ticket, o *outcome, st *settings) rea
 		if o.class == classify.Throttled {
 			sig = law.Throttled
 		}
-		d, opened := c.gate.signal(now, o, c.law.Fresh(t.law, sig), c.pace.rate(), st, &r)
+		d, opened := c.gate.signal(now, o, c.law.Fresh(t.Stamp, sig), c.pace.rate(), st, &r)
 		r.paused, r.opened = d, opened
 		if d > 0 && d <= st.MaxPause {
 			c.law.Paused(now, c.gate.pausedUntil, d)
 		}
-		v := c.law.Observe(now, t.law, sig)
+		v := c.law.Observe(now, t.Stamp, sig)
 		r.decreased, r.cut = v.Decreased, v.Cut
 		if sig == law.Overloaded {
 			// increases stay held for OverloadHold after the pause ends

@@ -112,14 +112,14 @@ const (
 	opAdopt
 	opUnpark
 	opCreate
-	opClaim // Controller.Claim: a slot taken ahead of its request
+	opReserve // Controller.Reserve: a slot taken ahead of its request
 )
 
 // cue is what a step was, for the causes of what changed.
 type cue struct {
 	op         uint8
 	granted    bool
-	claimed    bool // granted a slot that Claim took
+	reserved   bool // granted a slot that Reserve took
 	class      classify.Class
 	status     int
 	decreased  bool
@@ -162,12 +162,12 @@ func (t *tale) narrate(out []entry, now time.Duration, q *cue) []entry {
 			out = append(out, entry{level: debug, event: "start", cause: "new-scope", at: now})
 		case q.op == opAcquire && q.granted:
 			cause := "granted"
-			if q.claimed {
-				cause = "claimed"
+			if q.reserved {
+				cause = "reserved"
 			}
 			out = append(out, entry{level: debug, event: "send", cause: cause, at: now, wait: q.wait})
-		case q.op == opClaim && q.granted:
-			out = append(out, entry{level: debug, event: "claim", cause: "granted", at: now})
+		case q.op == opReserve && q.granted:
+			out = append(out, entry{level: debug, event: "reserve", cause: "granted", at: now})
 		case q.op == opRecord:
 			out = append(out, entry{level: debug, event: "response", cause: q.class.String(), at: now, status: q.status, rtt: q.rtt})
 		}

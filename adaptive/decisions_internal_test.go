@@ -114,9 +114,9 @@ func TestNarrate(t *testing.T) {
 		"the fleet's law adopted": {steady, with(func(v *view) { v.phase, v.lawRate, v.rate, v.limit = law.Probing, 20.6, 20.6, 6 }), tale{},
 			cue{op: opAdopt}, []string{"INFO adopt fleet", "INFO limit fleet"}},
 		"a claim and its send are Debug": {steady, with(func(v *view) { v.inflight = 1 }), tale{debug: true},
-			cue{op: opClaim, granted: true}, []string{"DEBUG claim granted"}},
+			cue{op: opReserve, granted: true}, []string{"DEBUG reserve granted"}},
 		"the claimed send": {with(func(v *view) { v.inflight = 1 }), with(func(v *view) { v.inflight = 1 }), tale{debug: true},
-			cue{op: opAcquire, granted: true, claimed: true}, []string{"DEBUG send claimed"}},
+			cue{op: opAcquire, granted: true, reserved: true}, []string{"DEBUG send reserved"}},
 		"the law moves its estimate by itself": {steady, with(func(v *view) { v.estimate = 22 }), tale{},
 			cue{op: opRecord, class: classify.Success, status: 200}, []string{"INFO estimate law"}},
 	}

@@ -22,24 +22,15 @@ type scope struct {
 	memGen   uint32      // the memory generation the Crawl-delay was last read at
 	dead     bool        // evicted: look the key up again (set under Controller.mu too)
 	fl       *scopeFleet // with a Store: the fleet's view, nil until used
-	// claims are slots taken ahead of their requests (Controller.Claim),
+	// reservations are slots taken ahead of their requests (Controller.Reserve),
 	// oldest first; their sends are counted in flight
-	claims []claimed
+	reservations []reserved
 }
 
 func newScope(key string, r *rule, now time.Duration, seed uint64) *scope {
 	s := &scope{lastUsed: now, created: now}
 	s.core.init(key, r, now, seed)
 	return s
-}
-
-// grant is one send granted by a scope. It is a value: taking one
-// allocates nothing.
-type grant struct {
-	sc    *scope
-	key   string
-	t     ticket // t.law.Sent is when it went out (after the fleet's slot)
-	lease string // with a Store: the fleet's lease ("" when the store was down)
 }
 
 // acquire waits politely for a send slot. Only the head of the line waits
@@ -49,27 +40,27 @@ type grant struct {
 // scope's ceiling is at least that strict. Each look at the core is one
 // step, which its observers (the decision log) hear of once the lock is
 // released.
-func (s *scope) acquire(ctx context.Context, c *Controller, key string, now time.Duration, crawlDelay time.Duration) (grant, error) {
+func (s *scope) acquire(ctx context.Context, c *Controller, key string, now time.Duration, crawlDelay time.Duration) (stamp, error) {
 	entry := now
 	s.mu.Lock()
 	s.lastUsed = now
 	sp := s.begin(c, now)
 	q := cue{op: opAcquire, crawlDelay: s.pullCeilings(c, key, now, crawlDelay)}
-	if g, ok := s.useClaim(c, key, now); ok {
-		q.granted, q.claimed = true, true
+	if t, ok := s.useReservation(now, c.st.MaxPause); ok {
+		q.granted, q.reserved = true, true
 		s.leaveStep(c, key, &sp, &q)
-		return g, nil
+		return t, nil
 	}
 	if len(s.line) == 0 {
 		switch d := s.decide(c, now); d.kind {
 		case sendNow:
-			g := s.take(key, now)
+			t := s.take(now)
 			q.granted = true
 			s.leaveStep(c, key, &sp, &q)
-			return g, nil
+			return t, nil
 		case fail:
 			s.leaveStep(c, key, &sp, &q)
-			return grant{}, s.refused(c, key, d.why)
+			return stamp{}, s.refused(c, key, d.why)
 		}
 	}
 	w := newWaiter()
@@ -88,7 +79,7 @@ func (s *scope) acquire(ctx context.Context, c *Controller, key string, now time
 			select {
 			case <-w.ch:
 			case <-ctx.Done():
-				return grant{}, s.leave(w, ctx.Err())
+				return stamp{}, s.leave(w, ctx.Err())
 			}
 			s.mu.Lock()
 			continue
@@ -98,14 +89,14 @@ func (s *scope) acquire(ctx context.Context, c *Controller, key string, now time
 		d := s.decide(c, now)
 		switch d.kind {
 		case sendNow:
-			g := s.take(key, now)
+			t := s.take(now)
 			s.line.pop()
 			s.leaveStep(c, key, &sp, &cue{op: opAcquire, granted: true, wait: now - entry})
-			c.notify(key) // the line moved: a frontier may claim again
-			return g, nil
+			c.notify(key) // the line moved: a frontier may reserve again
+			return t, nil
 		case fail:
 			s.leaveStep(c, key, &sp, &cue{op: opAcquire})
-			return grant{}, s.leave(w, s.refused(c, key, d.why))
+			return stamp{}, s.leave(w, s.refused(c, key, d.why))
 		}
 		s.leaveStep(c, key, &sp, &cue{op: opAcquire})
 		var wake time.Time // zero: wait for a nudge
@@ -113,7 +104,7 @@ func (s *scope) acquire(ctx context.Context, c *Controller, key string, now time
 			wake = c.at(d.wake)
 		}
 		if err := sleep(ctx, w, c.at(now), wake); err != nil {
-			return grant{}, s.leave(w, err)
+			return stamp{}, s.leave(w, err)
 		}
 		s.mu.Lock()
 	}
@@ -156,10 +147,10 @@ func (s *scope) decide(c *Controller, now time.Duration) decision {
 // take grants the send decide allowed, and draws the random gap before the
 // next one (from the scope's one random source, the gate's). Called with mu
 // held.
-func (s *scope) take(key string, now time.Duration) grant {
-	g := grant{sc: s, key: key, t: s.core.take(now)}
+func (s *scope) take(now time.Duration) stamp {
+	t := s.core.take(now)
 	s.core.sentRandomGap()
-	return g
+	return t
 }
 
 // pullCeilings reads what memory knows of the scope's Crawl-delay when it
@@ -223,7 +214,7 @@ func (s *scope) leave(w *waiter, err error) error {
 // record returns the slot of t and applies its outcome, as step sp. With
 // a fleet, it also returns the law's shared part if it changed (nil
 // otherwise) and the fleet version it derives from.
-func (s *scope) record(c *Controller, now time.Duration, t ticket, o *outcome, sp *step) (reaction, []byte, uint64) {
+func (s *scope) record(c *Controller, now time.Duration, t stamp, o *outcome, sp *step) (reaction, []byte, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastUsed = now
@@ -243,7 +234,7 @@ func (s *scope) record(c *Controller, now time.Duration, t ticket, o *outcome, s
 
 // untake gives back a slot granted but not used (the scope was evicted
 // meanwhile, or a shared pause started): no outcome is recorded.
-func (s *scope) untake(t ticket) {
+func (s *scope) untake(t stamp) {
 	s.mu.Lock()
 	s.core.untake(t)
 	s.line.nudgeHead()

@@ -91,7 +91,7 @@ type simEvent struct {
 	kind   uint8
 	status int16
 	ra     int64
-	p      ticket
+	p      stamp
 }
 
 // simQueue is a binary min-heap of events by time, typed so that a push
@@ -245,7 +245,7 @@ func simDrive(sc simScenario, st *settings, s *core) simResult {
 				simTrace(e.t, fmt.Sprintf("answer %d ra %d | rate %.3f lo %.3f %s limit %.1f inflight %d", e.status, e.ra, s.pace.rate(), s.law.Estimate(), s.law.Phase(), s.law.Limit(), s.inflight))
 			}
 			now := time.Duration(e.t)
-			o := outcome{status: int(e.status), rtt: now - e.p.law.Sent}
+			o := outcome{status: int(e.status), rtt: now - e.p.Sent}
 			switch e.status {
 			case 200:
 				o.class = classify.Success

@@ -296,7 +296,7 @@ func (t *Transport) attempt(p Permit, req *http.Request, timeout time.Duration) 
 	defer func() {
 		if !handed { // the transport below panicked
 			cancel()
-			t.c.finish(p.g, &outcome{class: classify.Canceled}, nil, nil, t.c.now())
+			t.c.finish(p, &outcome{class: classify.Canceled}, nil, nil, t.c.now())
 		}
 	}()
 	resp, err = t.next.RoundTrip(req)
@@ -322,12 +322,12 @@ func (t *Transport) attempt(p Permit, req *http.Request, timeout time.Duration) 
 		if parent.Err() != nil {
 			o.class = classify.Canceled
 		}
-		t.c.finish(p.g, &o, nil, err, now)
+		t.c.finish(p, &o, nil, err, now)
 		return nil, o, err
 	}
 	o = t.c.outcomeOf(resp, nil, prefix)
-	o.rtt = now - p.g.t.law.Sent
-	resp.Body = &body{rc: resp.Body, t: t, g: p.g, o: o, resp: resp, cancel: cancel, parent: parent}
+	o.rtt = now - p.t.Sent
+	resp.Body = &body{rc: resp.Body, t: t, p: p, o: o, resp: resp, cancel: cancel, parent: parent}
 	handed = true
 	return resp, o, nil
 }
@@ -337,7 +337,7 @@ func (t *Transport) attempt(p Permit, req *http.Request, timeout time.Duration) 
 type body struct {
 	rc     io.ReadCloser
 	t      *Transport
-	g      grant
+	p      Permit
 	o      outcome
 	resp   *http.Response
 	cancel context.CancelFunc
@@ -373,7 +373,7 @@ func (b *body) finish(readErr error) {
 				o.class = c
 			}
 		}
-		b.t.c.finish(b.g, &o, b.resp, readErr, b.t.c.now())
+		b.t.c.finish(b.p, &o, b.resp, readErr, b.t.c.now())
 		b.cancel()
 	})
 }

@@ -2,8 +2,8 @@
 // is (threads, AddURL, Run), that never lets a thread wait on one host
 // while another host could use it: one FIFO per scope, as Heritrix and
 // Nutch keep per host, and each free thread gets the request whose scope is
-// ready soonest, its send slot claimed from the adaptive controller first.
-// (With a shared Store, a claim holds the process's slot, not the fleet's:
+// ready soonest, its send slot reserved from the adaptive controller first.
+// (With a shared Store, a reservation holds the process's slot, not the fleet's:
 // a thread may still wait for the fleet's schedule.)
 //
 //	c := colly.NewCollector()

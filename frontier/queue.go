@@ -69,7 +69,7 @@ type sub struct {
 	served  uint64    // the last hand-out: ties go to the scope served longest ago
 	idx     int       // in Queue.due; -1 when not there
 	parked  bool      // waits for the controller's Notify
-	probing bool      // a request went out unclaimed to read robots.txt
+	probing bool      // a request went out unreserved to read robots.txt
 	running int
 }
 
@@ -212,7 +212,7 @@ func (q *Queue) Stop() {
 type job struct {
 	s     *sub
 	it    item
-	claim adaptive.Claim
+	res   adaptive.Reservation
 	probe bool
 }
 
@@ -257,7 +257,7 @@ func (q *Queue) Run(c *colly.Collector) error {
 				if r, err := c.UnmarshalRequest(j.it.data); err == nil {
 					_ = r.Do() // failures reach OnError, as with colly/queue
 				}
-				j.claim.Release() // unused: a cache hit, a filter, an abort
+				j.res.Cancel() // unused: a cache hit, a filter, an abort
 				done <- j
 			}
 		}()
@@ -317,7 +317,7 @@ func (q *Queue) next(now time.Time) (job, time.Time, bool) {
 		if s.at.After(now) {
 			return job{}, s.at, false
 		}
-		cl, w, err := q.ctrl.Claim(s.items[0].req)
+		cl, w, err := q.ctrl.Reserve(s.items[0].req)
 		switch {
 		case cl.Held() || err != nil: // a refusal fails at once in Colly's hands, OnError says why
 			return q.handOut(s, cl, false), time.Time{}, true
@@ -338,7 +338,7 @@ func (q *Queue) next(now time.Time) (job, time.Time, bool) {
 }
 
 // handOut takes the head of s for a thread. Called with mu held.
-func (q *Queue) handOut(s *sub, cl adaptive.Claim, probe bool) job {
+func (q *Queue) handOut(s *sub, cl adaptive.Reservation, probe bool) job {
 	it := s.items[0]
 	s.items[0] = item{}
 	s.items = s.items[1:]
@@ -353,7 +353,7 @@ func (q *Queue) handOut(s *sub, cl adaptive.Claim, probe bool) job {
 	s.probing = s.probing || probe
 	heap.Remove(&q.due, s.idx)
 	q.schedule(s)
-	return job{s: s, it: it, claim: cl, probe: probe}
+	return job{s: s, it: it, res: cl, probe: probe}
 }
 
 // finish accounts for a request that is done.

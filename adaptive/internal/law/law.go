@@ -96,9 +96,9 @@ const (
 	Overloaded               // 503 / 502 / 504, timeouts, resets: a concurrency signal
 )
 
-// Ticket is what the law needs to judge the answer to one send. It is a
+// Stamp is what the law needs to judge the answer to one send. It is a
 // value: taking one allocates nothing.
-type Ticket struct {
+type Stamp struct {
 	Sent     time.Duration
 	Rate     float64 // the pacing rate in force when it was sent
 	Epoch    uint32  // rate decreases before it was sent
@@ -286,14 +286,14 @@ func (l *Law) Ceiling() float64 { return l.ceil }
 // inflight requests in flight (itself included), the concurrency limit in
 // use or not, and paced when the pacer held it back, and returns its
 // ticket.
-func (l *Law) Sent(now time.Duration, rate float64, inflight int, inUse, paced bool) Ticket {
+func (l *Law) Sent(now time.Duration, rate float64, inflight int, inUse, paced bool) Stamp {
 	if l.roundSends < math.MaxUint16 {
 		l.roundSends++
 		if paced {
 			l.roundPaced++
 		}
 	}
-	return Ticket{Sent: now, Rate: rate, Epoch: l.epoch, CEpoch: l.cepoch, InFlight: int32(inflight), InUse: inUse, Paced: paced}
+	return Stamp{Sent: now, Rate: rate, Epoch: l.epoch, CEpoch: l.cepoch, InFlight: int32(inflight), InUse: inUse, Paced: paced}
 }
 
 // PacedElsewhere tells the law that the last send was held back by a pacer
@@ -395,7 +395,7 @@ func (l *Law) judgeLatency() {
 // Fresh reports whether signal s for ticket t is fresh: sent after the last
 // decrease of its kind (a throttle for the rate, an overload for the
 // concurrency). The others are the tail of a burst already answered.
-func (l *Law) Fresh(t Ticket, s Signal) bool {
+func (l *Law) Fresh(t Stamp, s Signal) bool {
 	switch s {
 	case Throttled:
 		return t.Epoch == l.epoch
@@ -406,7 +406,7 @@ func (l *Law) Fresh(t Ticket, s Signal) bool {
 }
 
 // Observe feeds the law the answer to ticket t, of signal s, at now.
-func (l *Law) Observe(now time.Duration, t Ticket, s Signal) Verdict {
+func (l *Law) Observe(now time.Duration, t Stamp, s Signal) Verdict {
 	v := Verdict{Fresh: l.Fresh(t, s)}
 	switch s {
 	case Throttled:

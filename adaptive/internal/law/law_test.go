@@ -51,7 +51,7 @@ func play(t *testing.T, c law.Config, evs []ev) {
 	t.Helper()
 	var l law.Law
 	l.Init(&c, 0)
-	tickets := map[int]law.Ticket{}
+	tickets := map[int]law.Stamp{}
 	for i, e := range evs {
 		where := fmt.Sprintf("event %d (%s at %v)", i, e.do, e.at)
 		var v law.Verdict
@@ -508,7 +508,7 @@ func TestResumedProbesSoon(t *testing.T) {
 	var l law.Law
 	c := cfg
 	l.Init(&c, 0)
-	tk := map[int]law.Ticket{}
+	tk := map[int]law.Stamp{}
 	for _, e := range evs {
 		switch e.do {
 		case "send":
@@ -598,7 +598,7 @@ func TestFleetAccepted(t *testing.T) {
 			l.FleetAccepted(at-age, fleet)
 		}
 		tk := l.Sent(at, 32, 1, false, true)
-		l.Observe(at+ms, law.Ticket{Sent: at, Rate: 32, Epoch: tk.Epoch, CEpoch: tk.CEpoch}, law.Throttled)
+		l.Observe(at+ms, law.Stamp{Sent: at, Rate: 32, Epoch: tk.Epoch, CEpoch: tk.CEpoch}, law.Throttled)
 		return l.Estimate()
 	}
 	assert.InDelta(t, 32.0/2*0.97, run(0, 0), 1e-6, "alone: its own 5/s reads low, the rule of half the rate throttled holds")

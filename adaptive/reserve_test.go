@@ -25,11 +25,11 @@ func TestClaim(t *testing.T) {
 		req, _ := http.NewRequest("GET", "http://a.test/", nil)
 		ctx := context.Background()
 
-		cl, w, err := ctrl.Claim(req)
+		cl, w, err := ctrl.Reserve(req)
 		require.NoError(t, err)
 		require.True(t, cl.Held(), "the scope can send now")
 		assert.Zero(t, w)
-		_, w, err = ctrl.Claim(req)
+		_, w, err = ctrl.Reserve(req)
 		require.NoError(t, err)
 		assert.WithinDuration(t, time.Now().Add(time.Second), w.Until, 10*time.Millisecond, "the pacer's next send")
 
@@ -37,18 +37,18 @@ func TestClaim(t *testing.T) {
 		p, err := ctrl.Acquire(ctx, req)
 		require.NoError(t, err)
 		assert.Zero(t, time.Since(start), "the claimed slot, at once")
-		cl.Release() // used: nothing happens
+		cl.Cancel() // used: nothing happens
 		snap, _ := ctrl.Snapshot("a.test")
 		assert.Equal(t, 1, snap.InFlight)
 		p.Record(&http.Response{StatusCode: 200, Header: http.Header{}}, nil)
 
 		time.Sleep(time.Second)
-		cl, _, _ = ctrl.Claim(req)
+		cl, _, _ = ctrl.Reserve(req)
 		require.True(t, cl.Held())
 		snap, _ = ctrl.Snapshot("a.test")
 		assert.Equal(t, 1, snap.InFlight, "a claim holds a slot")
-		cl.Release()
-		cl.Release()
+		cl.Cancel()
+		cl.Cancel()
 		snap, _ = ctrl.Snapshot("a.test")
 		assert.Zero(t, snap.InFlight, "given back, once")
 	})
@@ -64,9 +64,9 @@ func TestClaimHonoursLaterPause(t *testing.T) {
 		ctx := context.Background()
 		p, err := ctrl.Acquire(ctx, req)
 		require.NoError(t, err)
-		_, w, _ := ctrl.Claim(req)
+		_, w, _ := ctrl.Reserve(req)
 		time.Sleep(time.Until(w.Until)) // the pacer's next send
-		cl, _, _ := ctrl.Claim(req)
+		cl, _, _ := ctrl.Reserve(req)
 		require.True(t, cl.Held())
 		h := http.Header{}
 		h.Set("Retry-After", "5")
@@ -76,12 +76,12 @@ func TestClaimHonoursLaterPause(t *testing.T) {
 		require.NoError(t, err)
 		assert.GreaterOrEqual(t, time.Since(start), 5*time.Second, "waited for the pause")
 		p.Drop()
-		cl.Release()
+		cl.Cancel()
 		snap, _ := ctrl.Snapshot("a.test")
 		assert.Zero(t, snap.InFlight)
-		_, w, err = ctrl.Claim(req)
+		_, w, err = ctrl.Reserve(req)
 		require.NoError(t, err)
-		assert.False(t, w.Release || w.Probe)
+		assert.False(t, w.Notify || w.Probe)
 	})
 }
 
@@ -100,10 +100,10 @@ func TestClaimWaits(t *testing.T) {
 		req, _ := http.NewRequest("GET", "http://a.test/", nil)
 		p, err := ctrl.Acquire(context.Background(), req)
 		require.NoError(t, err)
-		cl, w, err := ctrl.Claim(req)
+		cl, w, err := ctrl.Reserve(req)
 		require.NoError(t, err)
 		assert.False(t, cl.Held())
-		assert.True(t, w.Release, "the one slot is taken")
+		assert.True(t, w.Notify, "the one slot is taken")
 		p.Record(&http.Response{StatusCode: 200, Header: http.Header{}}, nil)
 		assert.Equal(t, int64(1), heard.Load(), "told when it ends")
 		stop()
@@ -113,11 +113,11 @@ func TestClaimWaits(t *testing.T) {
 
 		robots, err := adaptive.New(adaptive.WithRobots(true))
 		require.NoError(t, err)
-		_, w, err = robots.Claim(req)
+		_, w, err = robots.Reserve(req)
 		require.NoError(t, err)
 		assert.True(t, w.Probe, "robots.txt unknown: one request first")
 
-		_, _, err = ctrl.Claim(&http.Request{})
+		_, _, err = ctrl.Reserve(&http.Request{})
 		assert.Error(t, err, "no URL")
 	})
 }
@@ -163,7 +163,7 @@ func TestClaimWithStore(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, int64(1), store.taken.Load())
 
-		cl, _, err := a.Claim(req)
+		cl, _, err := a.Reserve(req)
 		require.NoError(t, err)
 		require.True(t, cl.Held(), "this process's slot is free: Claim does not ask the store")
 		assert.Equal(t, int64(1), store.taken.Load(), "Claim took no lease")
@@ -188,14 +188,14 @@ func TestClaimWithStore(t *testing.T) {
 		snap, _ := a.Snapshot("a.test")
 		assert.Equal(t, 1, snap.InFlight)
 		p.Record(&http.Response{StatusCode: 200, Header: http.Header{}}, nil)
-		cl.Release() // used or given back: nothing left to release
+		cl.Cancel() // used or given back: nothing left to release
 		snap, _ = a.Snapshot("a.test")
 		assert.Zero(t, snap.InFlight)
 		assert.Equal(t, store.taken.Load(), store.back.Load(), "every lease given back")
 
 		// a claim used at once, the fleet free: one lease, given back
 		time.Sleep(time.Second)
-		cl, _, err = a.Claim(req)
+		cl, _, err = a.Reserve(req)
 		require.NoError(t, err)
 		require.True(t, cl.Held())
 		start := time.Now()
@@ -203,7 +203,7 @@ func TestClaimWithStore(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, time.Since(start), "no wait: the fleet's slot is free and its schedule due")
 		p.Record(&http.Response{StatusCode: 200, Header: http.Header{}}, nil)
-		cl.Release()
+		cl.Cancel()
 		assert.Equal(t, int64(3), store.taken.Load())
 		assert.Equal(t, store.taken.Load(), store.back.Load())
 		require.NoError(t, a.Close())
