@@ -72,7 +72,7 @@ func TestBreakerOpensThenProbes(t *testing.T) {
 		wg.Wait()
 		time.Sleep(time.Second)
 		require.Equal(t, adaptive.BreakerOpen, opened.Breaker, "the breaker opened")
-		assert.Equal(t, adaptive.ReasonBreaker, opened.PauseReason)
+		assert.Equal(t, adaptive.PauseBreaker, opened.PauseReason)
 		mu.Lock()
 		defer mu.Unlock()
 		require.Greater(t, len(sendTimes), 7)

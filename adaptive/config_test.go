@@ -211,7 +211,7 @@ func TestSlowestRatePaces(t *testing.T) {
 				assert.ErrorIs(t, err, adaptive.ErrPaused)
 				var se *adaptive.ScopeError
 				require.ErrorAs(t, err, &se)
-				assert.Equal(t, adaptive.ReasonRate, se.Reason)
+				assert.Equal(t, adaptive.CeilingConfigured, se.Ceiling)
 				continue
 			}
 			sent++

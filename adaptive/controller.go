@@ -32,10 +32,10 @@ type Controller struct {
 	// shows them the first 16 KiB of bodies under 500.
 	peekBody bool
 
-	global *globalPacer  // Config.GlobalRate; nil when there is none
+	global       *globalPacer  // Config.GlobalRate; nil when there is none
 	reservations atomic.Uint64 // numbers reservations
-	watch  watchers      // Notify's
-	waits  waits         // polite waits of granted requests
+	watch        watchers      // Notify's
+	waits        waits         // polite waits of granted requests
 
 	mu        sync.RWMutex
 	scopes    map[string]*scope // guarded by mu
@@ -254,11 +254,11 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 				}
 				var long *fleetclient.TooLongError
 				if errors.As(err, &long) {
-					reason := Reason(long.Reason)
-					if reason == ReasonNone {
-						reason = ReasonRate
+					e := &ScopeError{Scope: cl.key, Until: c.at(c.now() + long.Wait), Err: ErrPaused}
+					if long.Paused {
+						e.Pause = PauseReason(long.Reason)
 					}
-					return Permit{}, &ScopeError{Scope: cl.key, Reason: reason, PausedUntil: c.at(c.now() + long.Wait), Err: ErrPaused}
+					return Permit{}, e
 				}
 				return Permit{}, err
 			}

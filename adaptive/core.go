@@ -77,7 +77,7 @@ func (c *core) decide(now time.Duration, st *settings) decision {
 	c.held = true
 	wake := max(c.pace.b.Next(), now+time.Microsecond)
 	if wake-now > st.MaxPause {
-		return decision{kind: fail, why: refusal{c.pace.why, wake, ErrPaused}}
+		return decision{kind: fail, why: refusal{ceiling: c.pace.why, until: wake, err: ErrPaused}}
 	}
 	return decision{kind: waitUntil, wake: wake}
 }
@@ -133,11 +133,11 @@ type reaction struct {
 	rate      float64
 	inflight  int
 	until     time.Duration
-	reason    Reason
+	reason    PauseReason
 	// share is a pause (or park) decided here, without jitter, for the
 	// Store; 0 when none was
 	share       time.Duration
-	shareReason Reason
+	shareReason PauseReason
 }
 
 // record returns the slot of t and applies what its outcome says.
@@ -180,7 +180,7 @@ func (c *core) record(now time.Duration, t stamp, o *outcome, st *settings) reac
 		}
 	case classify.Blocked:
 		if c.gate.blocked(now, c.rule.Block, &r) {
-			r.parked, r.reason, r.until = true, ReasonBlocked, c.gate.parkedUntil
+			r.parked, r.reason, r.until = true, PauseBlocked, c.gate.parkedUntil
 		}
 	}
 	// nothing is sent during a pause, and the first send after it goes at
@@ -200,7 +200,7 @@ func (c *core) record(now time.Duration, t stamp, o *outcome, st *settings) reac
 func (c *core) quota(now time.Duration, q classify.Quota, st *settings, r *reaction) {
 	if q.Remaining <= 0 {
 		if q.Reset > 0 {
-			c.gate.pause(now, now+min(max(q.Reset, st.MinRetryAfter), longestPause), ReasonQuota, st, r)
+			c.gate.pause(now, now+min(max(q.Reset, st.MinRetryAfter), longestPause), PauseQuota, st, r)
 		}
 		return
 	}
@@ -293,7 +293,7 @@ func (c *core) quotaCeiling(now time.Duration) (rate float64, until time.Duratio
 // adoptPause takes a pause until until that the fleet shared, with a
 // jitter of its own; nothing is sent during it and the first send after it
 // goes at its end. It reports whether the pause in force moved.
-func (c *core) adoptPause(now, until time.Duration, reason Reason, st *settings) bool {
+func (c *core) adoptPause(now, until time.Duration, reason PauseReason, st *settings) bool {
 	if !c.gate.adopt(now, until, reason, st) {
 		return false
 	}
@@ -354,14 +354,14 @@ type coreState struct {
 	lawRate     float64 // the law's, before ceilings
 	estimate    float64
 	rtt         time.Duration
-	ceiling     Reason  // the ceiling that binds (ReasonNone: none)
-	ceilingRate float64 // its value
-	robots      float64 // Crawl-delay ceiling, req/s
-	quota       float64 // quota-header ceiling, req/s
+	ceiling     Ceiling // the ceiling that binds
+	ceilingRate float64     // its value
+	robots      float64     // Crawl-delay ceiling, req/s
+	quota       float64     // quota-header ceiling, req/s
 	pausedUntil time.Duration
 	pauseStart  time.Duration // of the pause in force (or its last extension)
 	parkedUntil time.Duration
-	reason      Reason // of the gate's last pause
+	reason      PauseReason // of the gate's last pause
 	breaker     BreakerState
 	parked      bool
 	held        time.Duration // increases held until then
@@ -380,28 +380,23 @@ func (c *core) state() coreState {
 	return s
 }
 
-// binding is the ceiling that binds the rate in force and its value:
-// ReasonRate for the configured ceiling (Rule.Rate or Rule.MinGap, the
-// stricter), ReasonCrawlDelay, ReasonQuota, or ReasonNone when the law's
-// own rate is below every ceiling.
-func (c *core) binding() (Reason, float64) {
+// binding is the ceiling that binds the rate in force and its value (0
+// with CeilingNone).
+func (c *core) binding() (Ceiling, float64) {
 	p := &c.pace
 	switch p.why {
-	case ReasonCrawlDelay:
-		return ReasonCrawlDelay, p.robots
-	case ReasonQuota:
-		return ReasonQuota, p.quota
+	case CeilingCrawlDelay:
+		return CeilingCrawlDelay, p.robots
+	case CeilingQuota:
+		return CeilingQuota, p.quota
+	case CeilingConfigured:
+		r := c.rule.Rate
+		if g := c.rule.gapRate; g > 0 && (r == 0 || g < r) {
+			r = g
+		}
+		return CeilingConfigured, r
 	}
-	// the pacer says ReasonRate both when the configured rate binds and
-	// when nothing does
-	r := c.rule.Rate
-	if g := c.rule.gapRate; g > 0 && (r == 0 || g < r) {
-		r = g
-	}
-	if r > 0 && p.rate() >= r {
-		return ReasonRate, r
-	}
-	return ReasonNone, 0
+	return CeilingNone, 0
 }
 
 // pausedTotal is the time the scope has spent paused, at now.

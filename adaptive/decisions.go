@@ -30,16 +30,6 @@ type view struct {
 
 func (s *scope) view() view { return view{s.core.state(), int32(len(s.line))} }
 
-// ceilingName names a binding ceiling in logs and metrics.
-func ceilingName(r Reason) string {
-	switch r {
-	case ReasonRate:
-		return "configured"
-	case ReasonNone:
-		return "none"
-	}
-	return r.String()
-}
 
 // step is one step of a scope, between begin and end, under scope.mu.
 type step struct {
@@ -56,7 +46,7 @@ type tale struct {
 	// one, pauseFrom is the start of the pause in force, if any
 	resumed            bool
 	pauseFrom, pauseTo time.Duration
-	pauseWhy           Reason
+	pauseWhy           PauseReason
 }
 
 // logLevels reports whether the logger takes Info and Debug records.
@@ -232,13 +222,13 @@ func (t *tale) narrate(out []entry, now time.Duration, q *cue) []entry {
 	}
 	out = t.search(out, now, q)
 	if a.ceiling != b.ceiling {
-		if a.ceiling != ReasonNone {
-			out = append(out, entry{level: info, event: "ceiling", cause: ceilingName(a.ceiling), at: now, was: b.ceilingRate, hasWas: true})
+		if a.ceiling != CeilingNone {
+			out = append(out, entry{level: info, event: "ceiling", cause: a.ceiling.String(), at: now, was: b.ceilingRate, hasWas: true})
 		} else {
-			out = append(out, entry{level: info, event: "ceiling-lifted", cause: ceilingName(b.ceiling), at: now, was: b.ceilingRate, hasWas: true})
+			out = append(out, entry{level: info, event: "ceiling-lifted", cause: b.ceiling.String(), at: now, was: b.ceilingRate, hasWas: true})
 		}
 	} else if a.ceilingRate != b.ceilingRate {
-		out = append(out, entry{level: debug, event: "ceiling", cause: ceilingName(a.ceiling), at: now, was: b.ceilingRate, hasWas: true})
+		out = append(out, entry{level: debug, event: "ceiling", cause: a.ceiling.String(), at: now, was: b.ceilingRate, hasWas: true})
 	}
 	return out
 }
@@ -388,8 +378,8 @@ func (c *Controller) logLine(key string, v *view, l *entry) {
 		slog.String("event", l.event), slog.String("cause", l.cause),
 		slog.String("phase", v.phase.String()), slog.Float64("rate", round(v.rate)),
 		slog.Float64("limit", round(v.limit)), slog.Int("inflight", int(v.inflight)),
-		slog.Float64("estimate", round(v.estimate)), slog.String("ceiling", ceilingName(v.ceiling)))
-	if v.ceiling != ReasonNone {
+		slog.Float64("estimate", round(v.estimate)), slog.String("ceiling", v.ceiling.String()))
+	if v.ceiling != CeilingNone {
 		attrs = append(attrs, slog.Float64("ceiling_rate", round(v.ceilingRate)))
 	}
 	if l.hasWas {

@@ -140,7 +140,7 @@ func TestDecisionLogCrawlDelay(t *testing.T) {
 		}
 		snap, ok := ctrl.Snapshot("a.test")
 		require.True(t, ok)
-		assert.Equal(t, adaptive.ReasonCrawlDelay, snap.Ceiling)
+		assert.Equal(t, adaptive.CeilingCrawlDelay, snap.Ceiling)
 		assert.InDelta(t, 1/1.01, snap.CeilingRate, 1e-9, "1 s plus 1 % headroom")
 		assert.Equal(t, snap.CeilingRate, snap.Rate)
 	})

@@ -34,22 +34,36 @@ var (
 )
 
 // ScopeError tells which scope refused a request, why, and until when.
-// It wraps ErrPaused, ErrBlocked, ErrBreakerOpen or ErrDisallowed.
+// It wraps ErrPaused, ErrBlocked, ErrBreakerOpen or ErrDisallowed. At most
+// one of Pause and Ceiling is set: a pause (or park) in force, or a ceiling
+// that spaces sends further apart than MaxPause; neither for robots.txt
+// (ErrDisallowed), nor when the law's own rate or the fleet's schedule
+// spaces sends that far.
 type ScopeError struct {
-	Scope  string
-	Reason Reason
-	// PausedUntil is when the scope sends again; zero when parked until
-	// Unpark or disallowed by robots.txt rules. For an unreadable
-	// robots.txt, when it is asked for again.
-	PausedUntil time.Time
-	Err         error
+	Scope   string
+	Pause   PauseReason
+	Ceiling Ceiling
+	// Until is when the scope sends again; zero when parked until Unpark
+	// or disallowed by robots.txt rules. For an unreadable robots.txt,
+	// when it is asked for again.
+	Until time.Time
+	Err   error
 }
 
 func (e *ScopeError) Error() string {
-	if e.PausedUntil.IsZero() {
-		return fmt.Sprintf("%v: scope %q (%s)", e.Err, e.Scope, e.Reason)
+	why := "rate"
+	switch {
+	case e.Pause != PauseNone:
+		why = e.Pause.String()
+	case e.Ceiling != CeilingNone:
+		why = e.Ceiling.String() + " ceiling"
+	case errors.Is(e.Err, ErrDisallowed):
+		why = "robots.txt"
 	}
-	return fmt.Sprintf("%v: scope %q (%s) until %s", e.Err, e.Scope, e.Reason, e.PausedUntil.UTC().Format(time.RFC3339))
+	if e.Until.IsZero() {
+		return fmt.Sprintf("%v: scope %q (%s)", e.Err, e.Scope, why)
+	}
+	return fmt.Sprintf("%v: scope %q (%s) until %s", e.Err, e.Scope, why, e.Until.UTC().Format(time.RFC3339))
 }
 
 func (e *ScopeError) Unwrap() error { return e.Err }

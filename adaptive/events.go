@@ -7,40 +7,60 @@ import (
 	"github.com/colly-polite/polite/classify"
 )
 
-// Reason says why a scope is paused or parked.
-type Reason uint8
+// PauseReason says why a scope is paused (sends nothing until a time) or
+// parked. The zero value is PauseNone. A shared store carries it as a
+// number: keep the values.
+type PauseReason uint8
 
-// Reasons.
+// Pause reasons.
 const (
-	ReasonNone       Reason = iota
-	ReasonRetryAfter        // the server's Retry-After
-	ReasonBackoff           // a throttle or overload without Retry-After
-	ReasonQuota             // quota headers: 0 remaining, or what remains spread thinner than MaxPause
-	ReasonBreaker           // sustained throttling opened the breaker
-	ReasonBlocked           // repeated blocks parked the scope
-	ReasonRate              // the rate in force (configured, or the adaptive floor) spaces sends further apart than MaxPause
-	ReasonCrawlDelay        // robots.txt Crawl-delay spaces sends further apart than MaxPause
-	ReasonRobots            // robots.txt disallows the URL, or cannot be read
+	PauseNone       PauseReason = iota
+	PauseRetryAfter             // the server's Retry-After
+	PauseBackoff                // a throttle or overload without Retry-After
+	PauseQuota                  // quota headers: 0 remaining, or what remains spread thinner than MaxPause
+	PauseBreaker                // sustained throttling opened the breaker
+	PauseBlocked                // repeated blocks parked the scope
 )
 
-func (r Reason) String() string {
+func (r PauseReason) String() string {
 	switch r {
-	case ReasonRetryAfter:
+	case PauseRetryAfter:
 		return "retry-after"
-	case ReasonBackoff:
+	case PauseBackoff:
 		return "backoff"
-	case ReasonQuota:
+	case PauseQuota:
 		return "quota"
-	case ReasonBreaker:
+	case PauseBreaker:
 		return "breaker"
-	case ReasonBlocked:
+	case PauseBlocked:
 		return "blocked"
-	case ReasonRate:
-		return "rate"
-	case ReasonCrawlDelay:
+	}
+	return "none"
+}
+
+// Ceiling names a rate a scope never sends above. The zero value is
+// CeilingNone.
+type Ceiling uint8
+
+// Ceilings.
+const (
+	CeilingNone       Ceiling = iota // none binds: the law's own rate
+	CeilingConfigured                // the rule's Rate or MinGap (a LimitRule's Delay), the stricter
+	CeilingCrawlDelay                // robots.txt's Crawl-delay
+	CeilingQuota                     // quota headers: what remains of the window, spread over it
+	CeilingGlobal                    // Config.GlobalRate, across scopes (a refusal's, never a scope's own)
+)
+
+func (c Ceiling) String() string {
+	switch c {
+	case CeilingConfigured:
+		return "configured"
+	case CeilingCrawlDelay:
 		return "crawl-delay"
-	case ReasonRobots:
-		return "robots"
+	case CeilingQuota:
+		return "quota"
+	case CeilingGlobal:
+		return "global"
 	}
 	return "none"
 }

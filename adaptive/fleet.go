@@ -54,12 +54,12 @@ func (c *Controller) notified(key string, pause time.Duration, reason fleet.Reas
 	if s == nil {
 		return
 	}
-	s.fleetStep(c, key, func(now time.Duration) { s.adoptPause(now, pause, Reason(reason), c.st) })
+	s.fleetStep(c, key, func(now time.Duration) { s.adoptPause(now, pause, PauseReason(reason), c.st) })
 }
 
 // adoptPause takes a pause of d from now that the fleet shared, with a
 // jitter of its own. Called with s.mu held.
-func (s *scope) adoptPause(now, d time.Duration, reason Reason, st *settings) {
+func (s *scope) adoptPause(now, d time.Duration, reason PauseReason, st *settings) {
 	if s.core.adoptPause(now, now+d, reason, st) {
 		s.line.nudgeHead()
 	}
@@ -153,7 +153,7 @@ func (f fleetScope) Settled(st fleet.Settlement) {
 			s.adoptShared(now, st.State, st.Version)
 		}
 		if st.Paused > 0 {
-			s.adoptPause(now, st.Paused, Reason(st.Reason), f.c.st)
+			s.adoptPause(now, st.Paused, PauseReason(st.Reason), f.c.st)
 		}
 		s.core.fleetAccepted(now, st.Accepted)
 	})

@@ -167,7 +167,7 @@ func TestFleetPauseAccounted(t *testing.T) {
 		for name, c := range ctrls {
 			snap, ok := c.Snapshot("a.test")
 			require.True(t, ok)
-			assert.Equal(t, adaptive.ReasonRetryAfter, snap.PauseReason, name)
+			assert.Equal(t, adaptive.PauseRetryAfter, snap.PauseReason, name)
 			assert.Equal(t, time.Second, snap.PausedTotal, name+": served so far")
 		}
 		time.Sleep(4 * time.Second)

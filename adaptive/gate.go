@@ -41,7 +41,7 @@ type gate struct {
 	// that the jitter never turns an honoured wait into a refusal
 	pauseAsked  time.Duration
 	parkedUntil time.Duration // with parked: 0 means until Unpark
-	reason      Reason        // of the pause in force
+	reason      PauseReason   // of the pause in force
 	breaker     BreakerState
 	parked      bool
 	probeOut    bool     // half-open: the probe is in flight
@@ -54,11 +54,13 @@ type gate struct {
 	pauseStart, pausedPast time.Duration
 }
 
-// refusal is why a request fails at once instead of waiting.
+// refusal is why a request fails at once instead of waiting: a pause or
+// park in force, or a ceiling's gap between sends.
 type refusal struct {
-	reason Reason
-	until  time.Duration // 0: until Unpark
-	err    error
+	pause   PauseReason
+	ceiling Ceiling
+	until   time.Duration // 0: until Unpark
+	err     error
 }
 
 // refuse reports whether a request must fail at once at now: the scope is
@@ -66,16 +68,16 @@ type refusal struct {
 func (g *gate) refuse(now, maxPause time.Duration) (refusal, bool) {
 	if g.parked {
 		if g.parkedUntil == 0 || now < g.parkedUntil {
-			return refusal{ReasonBlocked, g.parkedUntil, ErrBlocked}, true
+			return refusal{pause: PauseBlocked, until: g.parkedUntil, err: ErrBlocked}, true
 		}
 		g.parked, g.blockRow = false, 0
 	}
 	if g.pauseAsked-now > maxPause {
 		err := ErrPaused
-		if g.reason == ReasonBreaker {
+		if g.reason == PauseBreaker {
 			err = ErrBreakerOpen
 		}
-		return refusal{g.reason, g.pausedUntil, err}, true
+		return refusal{pause: g.reason, until: g.pausedUntil, err: err}, true
 	}
 	return refusal{}, false
 }
@@ -126,20 +128,20 @@ func (g *gate) signal(now time.Duration, o *outcome, fresh bool, rate float64, s
 	if fresh && g.badRow < math.MaxUint16 {
 		g.badRow++
 	}
-	reason := ReasonRetryAfter
+	reason := PauseRetryAfter
 	switch {
 	case o.hasRA:
 		d = max(o.retryAfter, st.MinRetryAfter)
 	case !fresh:
 	case o.class == classify.Throttled || g.badRow > 1:
-		reason = ReasonBackoff
+		reason = PauseBackoff
 		base := min(max(sat.Seconds(2/math.Max(rate, 0.001)), 100*time.Millisecond), st.Backoff)
 		d = backoff(base, int(g.badRow)-1, st.MaxBackoff)
 	}
 	if th := st.BreakerThreshold; th > 0 && fresh && int(g.badRow) >= th && g.breaker != BreakerOpen {
 		g.breaker = BreakerOpen
 		d = max(d, st.BreakerCooldown)
-		reason = ReasonBreaker
+		reason = PauseBreaker
 		opened = true
 	}
 	if d <= 0 {
@@ -162,7 +164,7 @@ func (g *gate) blocked(now time.Duration, b BlockPolicy, r *reaction) bool {
 	g.parked, g.parkedUntil = true, 0
 	if b.ParkFor > 0 {
 		g.parkedUntil = now + min(b.ParkFor, longestPause)
-		r.share, r.shareReason = g.parkedUntil, ReasonBlocked
+		r.share, r.shareReason = g.parkedUntil, PauseBlocked
 	}
 	return true
 }
@@ -171,7 +173,7 @@ func (g *gate) blocked(now time.Duration, b BlockPolicy, r *reaction) bool {
 // deadline wins) and tells the reaction what to share: the deadline without
 // jitter, so that every collector adds its own. It reports whether the
 // deadline in force moved.
-func (g *gate) pause(now, until time.Duration, reason Reason, st *settings, r *reaction) bool {
+func (g *gate) pause(now, until time.Duration, reason PauseReason, st *settings, r *reaction) bool {
 	r.reason = reason
 	if until > r.share {
 		r.share, r.shareReason = until, reason
@@ -182,7 +184,7 @@ func (g *gate) pause(now, until time.Duration, reason Reason, st *settings, r *r
 // hold makes the pause in force end at until (as asked) plus a jitter of
 // its own, if that is later than the one in force. It reports whether the
 // deadline moved.
-func (g *gate) hold(now, until time.Duration, reason Reason, st *settings) bool {
+func (g *gate) hold(now, until time.Duration, reason PauseReason, st *settings) bool {
 	asked := until
 	until += g.jitter(until-now, st)
 	if until <= g.pausedUntil {
@@ -223,7 +225,7 @@ func (g *gate) pausedTotal(now time.Duration) time.Duration {
 // adopt takes a pause announced elsewhere (the shared Store), with a jitter
 // of its own, if it ends later than the one in force. It reports whether it
 // did.
-func (g *gate) adopt(now, until time.Duration, reason Reason, st *settings) bool {
+func (g *gate) adopt(now, until time.Duration, reason PauseReason, st *settings) bool {
 	if until <= now {
 		return false
 	}
@@ -236,16 +238,16 @@ func (g *gate) unpark(now time.Duration) {
 	if g.pausedUntil != 0 {
 		g.moved(now)
 	}
-	g.pausedUntil, g.pauseAsked, g.reason = 0, 0, ReasonNone
+	g.pausedUntil, g.pauseAsked, g.reason = 0, 0, PauseNone
 }
 
-// reasonAt is the reason of the pause in force at now (ReasonNone once it
+// reasonAt is the reason of the pause in force at now (PauseNone once it
 // has ended).
-func (g *gate) reasonAt(now time.Duration) Reason {
+func (g *gate) reasonAt(now time.Duration) PauseReason {
 	if now < g.pausedUntil {
 		return g.reason
 	}
-	return ReasonNone
+	return PauseNone
 }
 
 // jitter is a random extra in [0, J) for a pause of d: J is Config.Jitter,

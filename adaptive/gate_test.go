@@ -28,7 +28,7 @@ type gateStep struct {
 	probe bool
 
 	pausedUntil time.Duration // checked when not zero
-	reason      Reason        // checked with pausedUntil
+	reason      PauseReason   // checked with pausedUntil
 	breaker     string        // checked when not empty
 	refused     error         // the error refuse gives at this time (nil: not checked)
 	sends       bool          // refuse says nothing (checked when refused is nil and sends is set)
@@ -88,29 +88,29 @@ const sec = time.Second
 func TestGatePauses(t *testing.T) {
 	for name, steps := range map[string][]gateStep{
 		"Retry-After pauses the scope; the longest wins": {
-			{at: 0, do: "429", ra: 3 * sec, pausedUntil: 3 * sec, reason: ReasonRetryAfter},
-			{at: sec, do: "429", ra: sec, tail: true, pausedUntil: 3 * sec, reason: ReasonRetryAfter},
-			{at: sec, do: "429", ra: 5 * sec, tail: true, pausedUntil: 6 * sec, reason: ReasonRetryAfter},
+			{at: 0, do: "429", ra: 3 * sec, pausedUntil: 3 * sec, reason: PauseRetryAfter},
+			{at: sec, do: "429", ra: sec, tail: true, pausedUntil: 3 * sec, reason: PauseRetryAfter},
+			{at: sec, do: "429", ra: 5 * sec, tail: true, pausedUntil: 6 * sec, reason: PauseRetryAfter},
 		},
 		"Retry-After: 0 is the minimum, never a zero-wait loop": {
-			{at: 0, do: "429", ra: 0, pausedUntil: 500 * time.Millisecond, reason: ReasonRetryAfter},
+			{at: 0, do: "429", ra: 0, pausedUntil: 500 * time.Millisecond, reason: PauseRetryAfter},
 		},
 		"a throttle without Retry-After backs off for two intervals; fresh ones double it": {
-			{at: 0, do: "429", ra: -1, pausedUntil: sec, reason: ReasonBackoff},
-			{at: 2 * sec, do: "429", ra: -1, pausedUntil: 4 * sec, reason: ReasonBackoff},
-			{at: 5 * sec, do: "429", ra: -1, pausedUntil: 9 * sec, reason: ReasonBackoff},
+			{at: 0, do: "429", ra: -1, pausedUntil: sec, reason: PauseBackoff},
+			{at: 2 * sec, do: "429", ra: -1, pausedUntil: 4 * sec, reason: PauseBackoff},
+			{at: 5 * sec, do: "429", ra: -1, pausedUntil: 9 * sec, reason: PauseBackoff},
 		},
 		"the tail of a burst adds nothing": {
-			{at: 0, do: "429", ra: -1, pausedUntil: sec, reason: ReasonBackoff},
-			{at: 10 * time.Millisecond, do: "429", ra: -1, tail: true, pausedUntil: sec, reason: ReasonBackoff},
-			{at: 2 * sec, do: "429", ra: -1, pausedUntil: 4 * sec, reason: ReasonBackoff}, // the second fresh one
+			{at: 0, do: "429", ra: -1, pausedUntil: sec, reason: PauseBackoff},
+			{at: 10 * time.Millisecond, do: "429", ra: -1, tail: true, pausedUntil: sec, reason: PauseBackoff},
+			{at: 2 * sec, do: "429", ra: -1, pausedUntil: 4 * sec, reason: PauseBackoff}, // the second fresh one
 		},
 		"a first overload without Retry-After does not pause; the second backs off": {
 			{at: 0, do: "503", ra: -1, sends: true},
-			{at: sec, do: "503", ra: -1, pausedUntil: 3 * sec, reason: ReasonBackoff},
+			{at: sec, do: "503", ra: -1, pausedUntil: 3 * sec, reason: PauseBackoff},
 		},
 		"a pause longer than MaxPause refuses at once": {
-			{at: 0, do: "429", ra: time.Hour, pausedUntil: time.Hour, reason: ReasonRetryAfter, refused: ErrPaused},
+			{at: 0, do: "429", ra: time.Hour, pausedUntil: time.Hour, reason: PauseRetryAfter, refused: ErrPaused},
 			{at: time.Hour - 3*time.Minute, do: "tick", refused: ErrPaused},
 			{at: time.Hour - 2*time.Minute, do: "tick", sends: true}, // a wait of MaxPause, no longer
 		},
@@ -126,7 +126,7 @@ func TestGateBreaker(t *testing.T) {
 		steps = append(steps, gateStep{at: time.Duration(i)*100*sec + time.Millisecond, do: "429", ra: sec, tail: true, breaker: "closed"})
 	}
 	steps = append(steps,
-		gateStep{at: 500 * sec, do: "429", ra: sec, breaker: "open", pausedUntil: 530 * sec, reason: ReasonBreaker},
+		gateStep{at: 500 * sec, do: "429", ra: sec, breaker: "open", pausedUntil: 530 * sec, reason: PauseBreaker},
 		gateStep{at: 529 * sec, do: "tick", breaker: "open"},
 		gateStep{at: 530 * sec, do: "tick", breaker: "half-open", sends: true},
 		gateStep{at: 531 * sec, do: "ok", breaker: "half-open"}, // not the probe

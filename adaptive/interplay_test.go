@@ -80,7 +80,7 @@ func TestRedirectHopsCountPerHost(t *testing.T) {
 // shows.
 func TestLimitRulesStillApply(t *testing.T) {
 	rule := colly.LimitRule{DomainGlob: "*", Parallelism: 2, Delay: 200 * time.Millisecond}
-	run := func(t *testing.T, convert bool) (perSecond, snapRate float64, ceiling adaptive.Reason) {
+	run := func(t *testing.T, convert bool) (perSecond, snapRate float64, ceiling adaptive.Ceiling) {
 		var got float64
 		var rate float64
 		synctest.Test(t, func(t *testing.T) {
@@ -112,14 +112,14 @@ func TestLimitRulesStillApply(t *testing.T) {
 		// rate follows that demand (v1 kept doubling past it, to 16) and
 		// nothing in it says that a rule above holds the crawl
 		assert.InDelta(t, got, rate, 0.5, "the controller's rate follows what Colly's rule lets through")
-		assert.Equal(t, adaptive.ReasonNone, ceiling, "no ceiling the controller knows binds: the rule above is invisible")
+		assert.Equal(t, adaptive.CeilingNone, ceiling, "no ceiling the controller knows binds: the rule above is invisible")
 	})
 	t.Run("converted", func(t *testing.T) {
 		got, rate, ceiling := run(t, true)
 		t.Logf("%.1f req/s with the snapshot saying rate %.1f", got, rate)
 		assert.InDelta(t, 5, got, 0.2, "one send every 200 ms")
 		assert.InDelta(t, rate, got, 0.2, "the snapshot says what happens")
-		assert.Equal(t, adaptive.ReasonRate, ceiling, "and why: the converted rule's gap is a configured ceiling")
+		assert.Equal(t, adaptive.CeilingConfigured, ceiling, "and why: the converted rule's gap is a configured ceiling")
 	})
 }
 

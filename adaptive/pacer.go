@@ -19,7 +19,7 @@ type pacer struct {
 	robots     float64       // Crawl-delay ceiling, req/s (0: none)
 	quota      float64       // quota-header ceiling, req/s (0: none)
 	quotaUntil time.Duration // the quota ceiling lapses then
-	why        Reason        // which ceiling binds; ReasonRate when none does
+	why        Ceiling       // which ceiling binds
 	// share is the part of the rate this process may use: 1, or its share
 	// of a fleet whose shared store is unreachable (0 means 1)
 	share float64
@@ -29,15 +29,15 @@ type pacer struct {
 // tells the law the lowest ceiling, and re-prices the next send when the
 // rate changed. It reports whether it did.
 func (p *pacer) sync(now time.Duration, c *core) bool {
-	ceil, why := c.rule.Rate, ReasonRate
+	ceil, why := c.rule.Rate, CeilingConfigured
 	if v := c.rule.gapRate; v > 0 && (ceil == 0 || v < ceil) {
 		ceil = v
 	}
 	if v := p.robots; v > 0 && (ceil == 0 || v < ceil) {
-		ceil, why = v, ReasonCrawlDelay
+		ceil, why = v, CeilingCrawlDelay
 	}
 	if v := p.quota; v > 0 && now < p.quotaUntil && (ceil == 0 || v < ceil) {
-		ceil, why = v, ReasonQuota
+		ceil, why = v, CeilingQuota
 	}
 	c.law.SetCeiling(ceil)
 	r := c.law.Rate()
@@ -47,7 +47,7 @@ func (p *pacer) sync(now time.Duration, c *core) bool {
 	if ceil > 0 && r >= ceil {
 		r = ceil
 	} else {
-		why = ReasonRate
+		why = CeilingNone
 	}
 	p.why = why
 	// a Crawl-delay or a MinGap asks for a minimum gap: no credit for

@@ -219,7 +219,7 @@ func TestCeilingGapBoundedByMaxPause(t *testing.T) {
 				assert.ErrorIs(t, err, adaptive.ErrPaused)
 				var se *adaptive.ScopeError
 				if assert.ErrorAs(t, err, &se) {
-					assert.Equal(t, adaptive.ReasonQuota, se.Reason)
+					assert.Equal(t, adaptive.CeilingQuota, se.Ceiling, "the quota ceiling spaces sends too far")
 				}
 				assert.Zero(t, time.Since(start), "failed fast")
 				assert.Equal(t, int64(1), sends.Load(), "the second request was not sent")
@@ -480,7 +480,7 @@ func TestStoreSharesEveryPause(t *testing.T) {
 		_, err := get(context.Background(), &http.Client{Transport: a}, "http://q.test/")
 		require.NoError(t, err)
 		paused, reason := sharedPause(t, store, "q.test")
-		assert.Equal(t, adaptive.ReasonQuota, reason, "a quota pause is shared")
+		assert.Equal(t, adaptive.PauseQuota, reason, "a quota pause is shared")
 		assert.Equal(t, 30*time.Second, paused, "the shared deadline carries no jitter")
 
 		b := adaptive.NewTransport(page(200, "ok"), adaptive.WithStore(store), adaptive.WithJitterSeed(2))
@@ -497,7 +497,7 @@ func TestStoreSharesEveryPause(t *testing.T) {
 		_, err = get(context.Background(), &http.Client{Transport: c}, "http://p.test/")
 		require.NoError(t, err)
 		_, reason = sharedPause(t, store, "p.test")
-		assert.Equal(t, adaptive.ReasonBlocked, reason, "a park is shared")
+		assert.Equal(t, adaptive.PauseBlocked, reason, "a park is shared")
 		_, err = get(context.Background(), &http.Client{Transport: b}, "http://p.test/")
 		assert.ErrorIs(t, err, adaptive.ErrPaused, "another collector does not send to a parked scope")
 	})
@@ -524,10 +524,10 @@ func TestSnapshotAfterPauseAndRTT(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 429, st)
 		snap, _ = tr.Controller().Snapshot("a.test")
-		require.Equal(t, adaptive.ReasonRetryAfter, snap.PauseReason)
+		require.Equal(t, adaptive.PauseRetryAfter, snap.PauseReason)
 		time.Sleep(5 * time.Second)
 		snap, _ = tr.Controller().Snapshot("a.test")
-		assert.Equal(t, adaptive.ReasonNone, snap.PauseReason, "the pause has ended")
+		assert.Equal(t, adaptive.PauseNone, snap.PauseReason, "the pause has ended")
 	})
 }
 

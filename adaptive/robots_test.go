@@ -150,9 +150,10 @@ func TestRobotsDisallowEnforced(t *testing.T) {
 				require.ErrorIs(t, err, adaptive.ErrDisallowed)
 				var se *adaptive.ScopeError
 				require.ErrorAs(t, err, &se)
-				assert.Equal(t, adaptive.ReasonRobots, se.Reason)
+				assert.ErrorIs(t, se, adaptive.ErrDisallowed)
+				assert.Equal(t, adaptive.PauseNone, se.Pause)
 				assert.Equal(t, "a.test", se.Scope)
-				assert.True(t, se.PausedUntil.IsZero(), "a rule, not an outage")
+				assert.True(t, se.Until.IsZero(), "a rule, not an outage")
 				assert.Zero(t, time.Since(start), "fails at once")
 				assert.Equal(t, 2, st.Requests, "robots.txt and /page/1 only")
 				assert.Equal(t, 1, st.Robots)
@@ -176,7 +177,7 @@ func TestRobotsUnreadable(t *testing.T) {
 			require.ErrorIs(t, err, adaptive.ErrDisallowed)
 			var se *adaptive.ScopeError
 			require.ErrorAs(t, err, &se)
-			assert.Equal(t, start.Add(time.Minute), se.PausedUntil, "until robots.txt is asked again")
+			assert.Equal(t, start.Add(time.Minute), se.Until, "until robots.txt is asked again")
 			time.Sleep(30 * time.Second)
 			require.ErrorIs(t, c.Visit(a+"/page/2"), adaptive.ErrDisallowed)
 			assert.Equal(t, 1, srv.Stats("a.test").Robots, "not asked again within RobotsRetry")
@@ -239,7 +240,7 @@ func TestRobotsRefusedIsNotUnreadable(t *testing.T) {
 		srv := testserver.NewTest(t, oneHost(testserver.Policy{}))
 		store := &fleet.MemoryStore{}
 		// another collector of the fleet shared an hour's pause
-		_, err := store.Return(t.Context(), fleet.Return{Scope: "a.test", Process: "other", Pause: time.Hour, Reason: fleet.Reason(adaptive.ReasonRetryAfter)})
+		_, err := store.Return(t.Context(), fleet.Return{Scope: "a.test", Process: "other", Pause: time.Hour, Reason: fleet.Reason(adaptive.PauseRetryAfter)})
 		require.NoError(t, err)
 		c, _ := newCollector(t, srv, adaptive.WithStore(store))
 		err = c.Visit(srv.HostURL("a.test") + "/page/1")

@@ -153,7 +153,7 @@ func TestRetryAfterAboveCeilingFailsFast(t *testing.T) {
 		assert.ErrorIs(t, err, adaptive.ErrPaused)
 		var se *adaptive.ScopeError
 		require.ErrorAs(t, err, &se)
-		assert.Equal(t, adaptive.ReasonRetryAfter, se.Reason)
+		assert.Equal(t, adaptive.PauseRetryAfter, se.Pause)
 		// the scope stays parked: the next request fails at once, unsent
 		before := srv.Stats("a.test").Requests
 		assert.ErrorIs(t, c.Visit(a+"/page/3"), adaptive.ErrPaused)

@@ -133,7 +133,7 @@ func (s *scope) decide(c *Controller, now time.Duration) decision {
 	defer g.mu.Unlock()
 	if w := g.b.Next(); w > now {
 		if w-now > c.st.MaxPause {
-			return decision{kind: fail, why: refusal{ReasonRate, w, ErrPaused}}
+			return decision{kind: fail, why: refusal{ceiling: CeilingGlobal, until: w, err: ErrPaused}}
 		}
 		return decision{kind: waitUntil, wake: w}
 	}
@@ -172,9 +172,9 @@ func (s *scope) pullCeilings(c *Controller, key string, now time.Duration, crawl
 }
 
 func (s *scope) refused(c *Controller, key string, r refusal) error {
-	e := &ScopeError{Scope: key, Reason: r.reason, Err: r.err}
+	e := &ScopeError{Scope: key, Pause: r.pause, Ceiling: r.ceiling, Err: r.err}
 	if r.until != 0 {
-		e.PausedUntil = c.at(r.until)
+		e.Until = c.at(r.until)
 	}
 	return e
 }

@@ -19,15 +19,13 @@ type Snapshot struct {
 	Waiting  int
 	Rate     float64 // pacing rate in force, req/s
 	Estimate float64 // capacity estimate, req/s (0: not yet measured)
-	// Ceiling is the ceiling that binds Rate: ReasonRate (the rule's
-	// configured Rate or MinGap), ReasonCrawlDelay (robots.txt) or
-	// ReasonQuota (quota headers); ReasonNone when the law's own rate is
-	// below all of them. (WithGlobalRate's controller-wide schedule is not
-	// a scope's ceiling: it is not shown here.)
-	Ceiling     Reason
-	CeilingRate float64 // the binding ceiling's value, req/s (0 with ReasonNone)
+	// Ceiling is the ceiling that binds Rate (CeilingNone when the law's
+	// own rate is below all of them). WithGlobalRate's controller-wide
+	// schedule is not a scope's ceiling: it is not shown here.
+	Ceiling     Ceiling
+	CeilingRate float64 // the binding ceiling's value, req/s (0 with CeilingNone)
 	PausedUntil time.Time
-	PauseReason Reason // ReasonNone once the pause has ended
+	PauseReason PauseReason // PauseNone once the pause has ended
 	Breaker     BreakerState
 	Parked      bool
 	RTT         time.Duration // smoothed round trip to the response headers

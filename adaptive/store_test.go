@@ -59,7 +59,7 @@ func TestStoreSharesPauses(t *testing.T) {
 
 // sharedPause reads the pause a store holds for scope (with a lease it gives
 // back at once).
-func sharedPause(t *testing.T, store fleet.Store, scope string) (time.Duration, adaptive.Reason) {
+func sharedPause(t *testing.T, store fleet.Store, scope string) (time.Duration, adaptive.PauseReason) {
 	t.Helper()
 	ctx := context.Background()
 	g, err := store.Lease(ctx, fleet.LeaseRequest{Scope: scope, Process: "reader", Rate: 1, TTL: time.Second})
@@ -68,5 +68,5 @@ func sharedPause(t *testing.T, store fleet.Store, scope string) (time.Duration, 
 		_, err = store.Return(ctx, fleet.Return{Scope: scope, Process: "reader", Lease: g.ID})
 		require.NoError(t, err)
 	}
-	return g.Paused, adaptive.Reason(g.Reason)
+	return g.Paused, adaptive.PauseReason(g.Reason)
 }

@@ -96,11 +96,11 @@ func (c *Controller) disallowed(req *http.Request, key string, f *robotsFacts) e
 	if !c.st.disallow || req.URL == nil || f.group == nil && !f.disallowAll || f.allows(req.URL.RequestURI()) {
 		return nil
 	}
-	e := &ScopeError{Scope: key, Reason: ReasonRobots, Err: ErrDisallowed}
+	e := &ScopeError{Scope: key, Err: ErrDisallowed}
 	if f.disallowAll {
 		until := c.mem.robotsExpiry(origin(req))
 		if until > 0 {
-			e.PausedUntil = c.at(until)
+			e.Until = c.at(until)
 		}
 	}
 	return e
@@ -229,7 +229,7 @@ func (t *Transport) roundTrip(req *http.Request, cl call, retries int, timeout t
 		case classify.Throttled, classify.Overloaded:
 			if o.hasRA && o.retryAfter > t.c.st.MaxPause {
 				discard(resp)
-				return nil, &ScopeError{Scope: cl.key, Reason: ReasonRetryAfter, PausedUntil: time.Now().Add(min(o.retryAfter, longestPause)), Err: ErrPaused}
+				return nil, &ScopeError{Scope: cl.key, Pause: PauseRetryAfter, Until: time.Now().Add(min(o.retryAfter, longestPause)), Err: ErrPaused}
 			}
 			if !last {
 				discard(resp)

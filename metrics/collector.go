@@ -236,8 +236,8 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, scope string, m *sum, s *a
 	for k, n := range m.phase {
 		gauge(c.d.phase, n, k)
 	}
-	if s != nil && s.Ceiling != adaptive.ReasonNone {
-		gauge(c.d.ceiling, s.CeilingRate, ceilingName(s.Ceiling))
+	if s != nil && s.Ceiling != adaptive.CeilingNone {
+		gauge(c.d.ceiling, s.CeilingRate, s.Ceiling.String())
 	}
 	if s != nil && s.Fleet != nil {
 		gauge(c.d.fleetRate, s.Fleet.Rate)
@@ -267,14 +267,6 @@ func codeLabel(code int) string {
 		return Other
 	}
 	return strconv.Itoa(code)
-}
-
-// ceilingName names a binding ceiling as the decision log does.
-func ceilingName(r adaptive.Reason) string {
-	if r == adaptive.ReasonRate {
-		return "configured"
-	}
-	return r.String()
 }
 
 // classes is the number of classify classes.
@@ -362,7 +354,7 @@ func (m *sum) gauges(s *adaptive.Snapshot) {
 	}
 	reason := s.PauseReason.String()
 	if s.Parked {
-		reason = adaptive.ReasonBlocked.String()
+		reason = adaptive.PauseBlocked.String()
 	}
 	m.paused[reason]++
 	m.breaker[s.Breaker.String()]++

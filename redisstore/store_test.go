@@ -275,7 +275,7 @@ func TestSubscribeSurvivesRestart(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for i := 0; ; i++ {
 		scope := fmt.Sprintf("after-%d", i)
-		_, err := s.Return(ctx, fleet.Return{Scope: scope, Process: "p", Pause: time.Minute, Reason: fleet.Reason(adaptive.ReasonBackoff)})
+		_, err := s.Return(ctx, fleet.Return{Scope: scope, Process: "p", Pause: time.Minute, Reason: fleet.Reason(adaptive.PauseBackoff)})
 		if err == nil {
 			select {
 			case got := <-heard:

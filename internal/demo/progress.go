@@ -46,7 +46,7 @@ func Why(s adaptive.Snapshot, now time.Time) string {
 	switch {
 	case s.Parked:
 		return "waits: parked after blocks"
-	case s.PauseReason != adaptive.ReasonNone:
+	case s.PauseReason != adaptive.PauseNone:
 		return fmt.Sprintf("waits: paused (%s), %.1fs left", s.PauseReason, s.PausedUntil.Sub(now).Seconds())
 	case s.Waiting == 0 && s.InFlight < max(int(s.Limit), 1):
 		return "-"
@@ -54,9 +54,9 @@ func Why(s adaptive.Snapshot, now time.Time) string {
 		return "waits: breaker half-open, one probe at a time"
 	case s.InFlight >= max(int(s.Limit), 1):
 		return "waits: concurrency limit"
-	case s.Ceiling == adaptive.ReasonRate:
+	case s.Ceiling == adaptive.CeilingConfigured:
 		return fmt.Sprintf("waits: configured rate %.2f/s", s.CeilingRate)
-	case s.Ceiling != adaptive.ReasonNone:
+	case s.Ceiling != adaptive.CeilingNone:
 		return fmt.Sprintf("waits: %s ceiling %.2f/s", s.Ceiling, s.CeilingRate)
 	}
 	return "waits: pacing (" + s.Phase + ")"
@@ -78,12 +78,8 @@ func Summary(w io.Writer, ctrl *adaptive.Controller, hosts []Host) {
 			n += c
 		}
 		ceiling := "none binds"
-		if s.Ceiling != adaptive.ReasonNone {
-			name := s.Ceiling.String()
-			if s.Ceiling == adaptive.ReasonRate {
-				name = "configured"
-			}
-			ceiling = fmt.Sprintf("%s %.2f/s", name, s.CeilingRate)
+		if s.Ceiling != adaptive.CeilingNone {
+			ceiling = fmt.Sprintf("%s %.2f/s", s.Ceiling, s.CeilingRate)
 		}
 		fmt.Fprintf(w, "  %-8s %d requests (429: %d, 503: %d, 403: %d), %d retries, paused %.1fs; %s, estimate %.2f/s, ceiling %s, rtt %v\n",
 			h.Name, n, s.Statuses[429], s.Statuses[503], s.Statuses[403], s.Retries, s.PausedTotal.Seconds(),

@@ -21,12 +21,12 @@ func TestWhy(t *testing.T) {
 		want string
 	}{
 		{"idle", adaptive.Snapshot{Limit: 4, InFlight: 1}, "-"},
-		{"parked", adaptive.Snapshot{Parked: true, PauseReason: adaptive.ReasonRetryAfter}, "waits: parked after blocks"},
-		{"paused", adaptive.Snapshot{PauseReason: adaptive.ReasonRetryAfter, PausedUntil: now.Add(1500 * time.Millisecond)}, "waits: paused (retry-after), 1.5s left"},
+		{"parked", adaptive.Snapshot{Parked: true, PauseReason: adaptive.PauseRetryAfter}, "waits: parked after blocks"},
+		{"paused", adaptive.Snapshot{PauseReason: adaptive.PauseRetryAfter, PausedUntil: now.Add(1500 * time.Millisecond)}, "waits: paused (retry-after), 1.5s left"},
 		{"half-open", adaptive.Snapshot{Limit: 4, Waiting: 2, Breaker: adaptive.BreakerHalfOpen}, "waits: breaker half-open, one probe at a time"},
 		{"limit", busy, "waits: concurrency limit"},
-		{"crawl-delay", adaptive.Snapshot{Limit: 4, Waiting: 3, Ceiling: adaptive.ReasonCrawlDelay, CeilingRate: 0.99}, "waits: crawl-delay ceiling 0.99/s"},
-		{"configured", adaptive.Snapshot{Limit: 4, Waiting: 3, Ceiling: adaptive.ReasonRate, CeilingRate: 5}, "waits: configured rate 5.00/s"},
+		{"crawl-delay", adaptive.Snapshot{Limit: 4, Waiting: 3, Ceiling: adaptive.CeilingCrawlDelay, CeilingRate: 0.99}, "waits: crawl-delay ceiling 0.99/s"},
+		{"configured", adaptive.Snapshot{Limit: 4, Waiting: 3, Ceiling: adaptive.CeilingConfigured, CeilingRate: 5}, "waits: configured rate 5.00/s"},
 		{"pacing", adaptive.Snapshot{Limit: 4, Waiting: 3, Phase: "slow-start"}, "waits: pacing (slow-start)"},
 	} {
 		if got := Why(tc.s, now); got != tc.want {
