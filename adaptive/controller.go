@@ -25,7 +25,7 @@ type Controller struct {
 	err     error     // guarded by errMu: configuration problems Attach or NewTransport met
 	origin  time.Time // scopes keep time as durations since it (monotonic)
 	streams *streams
-	mem     *memory             // what outlives a scope: robots.txt, ceilings
+	known   *knowledge          // what outlives a scope: robots.txt, ceilings
 	fleet   *fleetclient.Client // with a Store: the fleet's side, nil otherwise
 	// peekBody: detectors that may read the body are configured (block-page
 	// markers, or a Classifier with Detectors of its own), so the transport
@@ -40,7 +40,7 @@ type Controller struct {
 	mu        sync.RWMutex
 	scopes    map[string]*scope // guarded by mu
 	lastSweep time.Duration     // guarded by mu
-	gone      gone              // guarded by mu: what evicted scopes counted
+	evicted   evictedTotals     // guarded by mu: what evicted scopes counted
 }
 
 // New makes a controller from options, validating them.
@@ -58,7 +58,7 @@ func newController(st *settings) *Controller {
 		st:       st,
 		origin:   time.Now(),
 		streams:  newStreams(st.EventBuffer),
-		mem:      newMemory(st.MaxRemembered),
+		known:    newMemory(st.MaxRemembered),
 		global:   newGlobalPacer(st.GlobalRate),
 		scopes:   make(map[string]*scope),
 	}
@@ -136,16 +136,16 @@ func (c *Controller) scope(key string, r *rule, now time.Duration) *scope {
 	}
 	evicted := c.sweepLocked(now)
 	s = newScope(key, r, now, c.st.JitterSeed)
-	sp := s.begin(c, now) // no lock needed yet: nobody else sees s
-	if rate, until := c.mem.quota(key); rate > 0 && now < until {
+	tr := s.begin(c, now) // no lock needed yet: nobody else sees s
+	if rate, until := c.known.quota(key); rate > 0 && now < until {
 		s.core.setQuota(now, rate, until)
 	}
-	if est, limit, at := c.mem.estimate(key); est > 0 {
+	if est, limit, at := c.known.estimate(key); est > 0 {
 		// an estimate from an evicted scope or an import: trusted less
 		// the older it is
 		s.core.restore(now, decayed(est, now-at), limit)
 	}
-	s.end(&sp)
+	s.end(&tr)
 	c.scopes[key] = s
 	c.mu.Unlock()
 	for _, e := range evicted {
@@ -153,12 +153,12 @@ func (c *Controller) scope(key string, r *rule, now time.Duration) *scope {
 			slog.Time("t", c.at(now)), slog.String("scope", e.key), slog.String("event", "evicted"), slog.String("cause", "idle"),
 			slog.Uint64("requests", e.requests), slog.Duration("paused_total", e.paused))
 	}
-	c.observe(key, &sp, &cue{op: opCreate})
+	c.observe(key, &tr, &cause{op: opCreate})
 	return s
 }
 
-// evicted is one scope evicted, for the log.
-type evicted struct {
+// evictedScope is one scope evictedScope, for the log.
+type evictedScope struct {
 	key      string
 	requests uint64
 	paused   time.Duration
@@ -170,13 +170,13 @@ type evicted struct {
 // law's estimate are remembered; Crawl-delays are in memory already. What
 // each scope counted is folded into c.gone. It returns the scopes evicted
 // when the log takes them, to be logged without the lock.
-func (c *Controller) sweepLocked(now time.Duration) []evicted {
+func (c *Controller) sweepLocked(now time.Duration) []evictedScope {
 	if now-c.lastSweep < c.st.IdleTTL/4 {
 		return nil
 	}
 	c.lastSweep = now
 	info, _ := c.logLevels()
-	var out []evicted
+	var out []evictedScope
 	for k, s := range c.scopes {
 		s.mu.Lock()
 		idle := s.idle(now, c.st.IdleTTL)
@@ -186,11 +186,11 @@ func (c *Controller) sweepLocked(now time.Duration) []evicted {
 			s.dead = true
 			delete(c.scopes, k)
 			state := s.core.state()
-			c.gone.add(s, &state, now)
+			c.evicted.add(s, &state, now)
 			qr, qu = s.core.quotaCeiling(now)
 			est, limit, used = state.estimate, state.limit, s.lastUsed
 			if info {
-				e := evicted{key: k, paused: s.core.pausedTotal(now)}
+				e := evictedScope{key: k, paused: s.core.pausedTotal(now)}
 				for _, n := range state.counts {
 					e.requests += uint64(n)
 				}
@@ -199,11 +199,11 @@ func (c *Controller) sweepLocked(now time.Duration) []evicted {
 		}
 		s.mu.Unlock()
 		if qr > 0 {
-			c.mem.keepQuota(k, qr, qu)
+			c.known.keepQuota(k, qr, qu)
 		}
 		if est > 0 {
 			// measured, last, when the scope was last used
-			c.mem.keepEstimate(k, est, limit, used)
+			c.known.keepEstimate(k, est, limit, used)
 		}
 	}
 	return out
@@ -342,13 +342,13 @@ func (c *Controller) outcomeOf(resp *http.Response, err error, body []byte) outc
 // finish records the outcome of grant g at now, then tells the Store,
 // the event streams and the log what it decided.
 func (c *Controller) finish(p Permit, o *outcome, resp *http.Response, err error, now time.Duration) {
-	var sp step
-	r, changed, version := p.s.record(c, now, p.t, o, &sp)
-	q := cue{op: opRecord, class: o.class, status: o.status, decreased: r.decreased, cut: r.cut, rtt: o.rtt}
+	var tr transition
+	r, changed, version := p.s.record(c, now, p.t, o, &tr)
+	q := cause{op: opRecord, class: o.class, status: o.status, decreased: r.decreased, cut: r.cut, rtt: o.rtt}
 	if o.hasRA {
 		q.retryAfter = o.retryAfter
 	}
-	c.observe(p.key, &sp, &q)
+	c.observe(p.key, &tr, &q)
 	if c.fleet != nil {
 		c.fleet.After(p.key, fleetScope{c, p.key, p.s}, fleetReport(p.lease, r, now, changed, version, o.class == classify.Success))
 	}

@@ -355,9 +355,9 @@ type coreState struct {
 	estimate    float64
 	rtt         time.Duration
 	ceiling     Ceiling // the ceiling that binds
-	ceilingRate float64     // its value
-	robots      float64     // Crawl-delay ceiling, req/s
-	quota       float64     // quota-header ceiling, req/s
+	ceilingRate float64 // its value
+	robots      float64 // Crawl-delay ceiling, req/s
+	quota       float64 // quota-header ceiling, req/s
 	pausedUntil time.Duration
 	pauseStart  time.Duration // of the pause in force (or its last extension)
 	parkedUntil time.Duration

@@ -10,38 +10,39 @@ import (
 	"github.com/colly-polite/polite/classify"
 )
 
-// The decision log. Every step of a scope (an acquire, a record, a shared
-// pause adopted, an Unpark) compares what the law, the pacer and the gate
-// show before and after it, and says each change with its cause: one slog
-// record per change, so that one scope's lines tell its whole story. It
-// reads only what they show (the law's accessors, the pacer's ceilings, the
-// gate's fields): whatever the law's internals, a change is seen.
+// The decision log: the one observer of a scope's transitions. Every
+// transition of a scope (an acquire, a record, a shared pause adopted, an
+// Unpark) is heard through Controller.observe with what the core showed
+// before and after it (its state), and the log says each change with its
+// cause: one slog record per change, so that one scope's lines tell its
+// whole story. It reads only what the core shows: whatever the law's
+// internals, a change is seen.
 //
-// With no logger, or one that takes nothing at Info, a step costs two
-// comparisons (the pause accounting, which the metrics need anyway) and
-// allocates nothing.
+// With no logger, or one that takes nothing at Info, a transition costs a
+// nil check and allocates nothing.
 
-// view is what the decision log compares: the visible state of one scope.
+// visible is what the decision log compares: the visible state of one scope.
 // Taken under scope.mu.
-type view struct {
+type visible struct {
 	coreState
 	waiting int32
 }
 
-func (s *scope) view() view { return view{s.core.state(), int32(len(s.line))} }
+func (s *scope) visible() visible { return visible{s.core.state(), int32(len(s.queue))} }
 
-
-// step is one step of a scope, between begin and end, under scope.mu.
-type step struct {
-	now  time.Duration
-	tale *tale // what the log needs; nil when it is off
+// transition is one look at a scope that may change it, between begin
+// and end under scope.mu; its observers hear of it once the lock is
+// released (Controller.observe).
+type transition struct {
+	now time.Duration
+	obs *observed // what the log needs; nil when it is off
 }
 
-// tale is what a step tells the log. Allocated only when the logger takes
-// Info.
-type tale struct {
+// observed is what a transition shows its observers. Allocated only when
+// the logger takes Info.
+type observed struct {
 	debug         bool
-	before, after view
+	before, after visible
 	// a pause that had ended by begin (its end is only seen then); without
 	// one, pauseFrom is the start of the pause in force, if any
 	resumed            bool
@@ -62,40 +63,40 @@ func (c *Controller) logLevels() (info, debug bool) {
 	return true, l.Enabled(ctx, slog.LevelDebug)
 }
 
-// begin starts a step at now: the core settles a pause that has ended and,
+// begin starts a transition at now: the core settles a pause that has ended and,
 // when the log is on, the view before is taken. Called with mu held. (Small
 // enough to inline: the log's work is in tell.)
-func (s *scope) begin(c *Controller, now time.Duration) step {
-	sp := step{now: now}
+func (s *scope) begin(c *Controller, now time.Duration) transition {
+	tr := transition{now: now}
 	from, to, ended := s.core.settle(now)
 	if c.st.Logger != nil {
-		s.tell(c, &sp, from, to, ended)
+		s.tell(c, &tr, from, to, ended)
 	}
-	return sp
+	return tr
 }
 
-// tell starts the tale of step sp when the logger takes Info.
-func (s *scope) tell(c *Controller, sp *step, from, to time.Duration, ended bool) {
+// tell starts what the observers see of transition tr when the logger takes Info.
+func (s *scope) tell(c *Controller, tr *transition, from, to time.Duration, ended bool) {
 	info, debug := c.logLevels()
 	if !info {
 		return
 	}
-	before := s.view()
+	before := s.visible()
 	if !ended {
 		from = before.pauseStart // of the pause in force, if any
 	}
-	sp.tale = &tale{debug: debug, before: before, resumed: ended, pauseFrom: from, pauseTo: to, pauseWhy: before.reason}
+	tr.obs = &observed{debug: debug, before: before, resumed: ended, pauseFrom: from, pauseTo: to, pauseWhy: before.reason}
 }
 
-// end ends a step: when the log is on, the view after is taken. Called with
+// end ends a transition: when the log is on, the view after is taken. Called with
 // mu held.
-func (s *scope) end(sp *step) {
-	if sp.tale != nil {
-		sp.tale.after = s.view()
+func (s *scope) end(tr *transition) {
+	if tr.obs != nil {
+		tr.obs.after = s.visible()
 	}
 }
 
-// Kinds of step.
+// Kinds of transition (cause.op).
 const (
 	opAcquire = iota
 	opRecord
@@ -105,8 +106,8 @@ const (
 	opReserve // Controller.Reserve: a slot taken ahead of its request
 )
 
-// cue is what a step was, for the causes of what changed.
-type cue struct {
+// cause is what a transition was, for the causes of what changed.
+type cause struct {
 	op         uint8
 	granted    bool
 	reserved   bool // granted a slot that Reserve took
@@ -119,8 +120,8 @@ type cue struct {
 	crawlDelay time.Duration // the Crawl-delay that changed the ceiling in this step
 }
 
-// entry is one record of the decision log.
-type entry struct {
+// logLine is one record of the decision log.
+type logLine struct {
 	level      slog.Level
 	event      string
 	cause      string
@@ -138,35 +139,35 @@ type entry struct {
 	crawlDelay time.Duration
 }
 
-// narrate appends to out the lines that the step tells: each change
+// lines appends to out the lines that the transition tells: each change
 // between the views, with its cause, in the order a reader follows.
-func (t *tale) narrate(out []entry, now time.Duration, q *cue) []entry {
+func (t *observed) lines(out []logLine, now time.Duration, q *cause) []logLine {
 	b, a := &t.before, &t.after
 	info, debug := slog.LevelInfo, slog.LevelDebug
 	if t.resumed {
-		out = append(out, entry{level: info, event: "resume", cause: t.pauseWhy.String(), at: t.pauseTo, before: true, pause: t.pauseTo - t.pauseFrom})
+		out = append(out, logLine{level: info, event: "resume", cause: t.pauseWhy.String(), at: t.pauseTo, before: true, pause: t.pauseTo - t.pauseFrom})
 	}
 	if t.debug {
 		switch {
 		case q.op == opCreate:
-			out = append(out, entry{level: debug, event: "start", cause: "new-scope", at: now})
+			out = append(out, logLine{level: debug, event: "start", cause: "new-scope", at: now})
 		case q.op == opAcquire && q.granted:
 			cause := "granted"
 			if q.reserved {
 				cause = "reserved"
 			}
-			out = append(out, entry{level: debug, event: "send", cause: cause, at: now, wait: q.wait})
+			out = append(out, logLine{level: debug, event: "send", cause: cause, at: now, wait: q.wait})
 		case q.op == opReserve && q.granted:
-			out = append(out, entry{level: debug, event: "reserve", cause: "granted", at: now})
+			out = append(out, logLine{level: debug, event: "reserve", cause: "granted", at: now})
 		case q.op == opRecord:
-			out = append(out, entry{level: debug, event: "response", cause: q.class.String(), at: now, status: q.status, rtt: q.rtt})
+			out = append(out, logLine{level: debug, event: "response", cause: q.class.String(), at: now, status: q.status, rtt: q.rtt})
 		}
 	}
 	if a.robots != b.robots {
-		out = append(out, entry{level: info, event: "robots", cause: "crawl-delay", at: now, crawlDelay: q.crawlDelay, was: b.robots, hasWas: true})
+		out = append(out, logLine{level: info, event: "robots", cause: "crawl-delay", at: now, crawlDelay: q.crawlDelay, was: b.robots, hasWas: true})
 	}
 	if a.quota != b.quota {
-		l := entry{level: debug, event: "quota", cause: "headers", at: now, was: b.quota, hasWas: true}
+		l := logLine{level: debug, event: "quota", cause: "headers", at: now, was: b.quota, hasWas: true}
 		if b.quota == 0 {
 			l.level = info
 		}
@@ -177,7 +178,7 @@ func (t *tale) narrate(out []entry, now time.Duration, q *cue) []entry {
 	}
 	out = t.signal(out, now, q)
 	if a.pausedUntil > b.pausedUntil && a.pausedUntil > now {
-		l := entry{level: info, event: "pause", cause: a.reason.String(), at: now, until: a.pausedUntil, hasUntil: true, pause: a.pausedUntil - now}
+		l := logLine{level: info, event: "pause", cause: a.reason.String(), at: now, until: a.pausedUntil, hasUntil: true, pause: a.pausedUntil - now}
 		if b.pausedUntil > now {
 			l.event = "pause-extended"
 		}
@@ -186,10 +187,10 @@ func (t *tale) narrate(out []entry, now time.Duration, q *cue) []entry {
 		}
 		out = append(out, l)
 	} else if a.pausedUntil < b.pausedUntil && b.pausedUntil > now {
-		out = append(out, entry{level: info, event: "resume", cause: "unpark", at: now, pause: now - t.pauseFrom})
+		out = append(out, logLine{level: info, event: "resume", cause: "unpark", at: now, pause: now - t.pauseFrom})
 	}
 	if a.breaker != b.breaker {
-		l := entry{level: info, event: "breaker-" + a.breaker.String(), at: now}
+		l := logLine{level: info, event: "breaker-" + a.breaker.String(), at: now}
 		switch a.breaker {
 		case BreakerOpen:
 			l.cause = q.class.String()
@@ -202,7 +203,7 @@ func (t *tale) narrate(out []entry, now time.Duration, q *cue) []entry {
 	}
 	if a.parked != b.parked {
 		if a.parked {
-			l := entry{level: info, event: "parked", cause: "blocked", at: now}
+			l := logLine{level: info, event: "parked", cause: "blocked", at: now}
 			if a.parkedUntil != 0 {
 				l.until, l.hasUntil = a.parkedUntil, true
 			}
@@ -212,35 +213,35 @@ func (t *tale) narrate(out []entry, now time.Duration, q *cue) []entry {
 			if q.op == opUnpark {
 				cause = "unpark"
 			}
-			out = append(out, entry{level: info, event: "unparked", cause: cause, at: now})
+			out = append(out, logLine{level: info, event: "unparked", cause: cause, at: now})
 		}
 	}
 	if a.held > b.held && a.held > now {
-		out = append(out, entry{level: info, event: "hold", cause: q.class.String(), at: now, until: a.held, hasUntil: true})
+		out = append(out, logLine{level: info, event: "hold", cause: q.class.String(), at: now, until: a.held, hasUntil: true})
 	} else if a.held < b.held && b.held > now {
-		out = append(out, entry{level: info, event: "hold-lifted", cause: "resumed", at: now})
+		out = append(out, logLine{level: info, event: "hold-lifted", cause: "resumed", at: now})
 	}
 	out = t.search(out, now, q)
 	if a.ceiling != b.ceiling {
 		if a.ceiling != CeilingNone {
-			out = append(out, entry{level: info, event: "ceiling", cause: a.ceiling.String(), at: now, was: b.ceilingRate, hasWas: true})
+			out = append(out, logLine{level: info, event: "ceiling", cause: a.ceiling.String(), at: now, was: b.ceilingRate, hasWas: true})
 		} else {
-			out = append(out, entry{level: info, event: "ceiling-lifted", cause: b.ceiling.String(), at: now, was: b.ceilingRate, hasWas: true})
+			out = append(out, logLine{level: info, event: "ceiling-lifted", cause: b.ceiling.String(), at: now, was: b.ceilingRate, hasWas: true})
 		}
 	} else if a.ceilingRate != b.ceilingRate {
-		out = append(out, entry{level: debug, event: "ceiling", cause: a.ceiling.String(), at: now, was: b.ceilingRate, hasWas: true})
+		out = append(out, logLine{level: debug, event: "ceiling", cause: a.ceiling.String(), at: now, was: b.ceilingRate, hasWas: true})
 	}
 	return out
 }
 
 // signal tells a throttle, an overload, a transport failure or a block:
 // the decrease it caused, or the signal alone.
-func (t *tale) signal(out []entry, now time.Duration, q *cue) []entry {
+func (t *observed) signal(out []logLine, now time.Duration, q *cause) []logLine {
 	if q.op != opRecord || (!q.class.Signal() && q.class != classify.Blocked) {
 		return out
 	}
 	b, a := &t.before, &t.after
-	l := entry{level: slog.LevelInfo, event: q.class.String(), at: now, status: q.status, retryAfter: q.retryAfter}
+	l := logLine{level: slog.LevelInfo, event: q.class.String(), at: now, status: q.status, retryAfter: q.retryAfter}
 	switch {
 	case q.decreased && q.class == classify.Throttled:
 		// the law says how it cut the rate: the first throttle ends slow
@@ -255,7 +256,7 @@ func (t *tale) signal(out []entry, now time.Duration, q *cue) []entry {
 		// one line each
 		class := "decrease:" + q.class.String()
 		if a.limit < b.limit || q.cut == law.NoCut {
-			out = append(out, entry{level: l.level, event: class, cause: "limit-cut", at: now, status: q.status,
+			out = append(out, logLine{level: l.level, event: class, cause: "limit-cut", at: now, status: q.status,
 				retryAfter: q.retryAfter, was: b.limit, hasWas: true})
 		}
 		if q.cut == law.NoCut {
@@ -273,9 +274,9 @@ func (t *tale) signal(out []entry, now time.Duration, q *cue) []entry {
 }
 
 // search tells the moves of the law that no signal caused: slow-start
-// steps, probes, increases of the limit, and any other change of phase,
+// transitions, probes, increases of the limit, and any other change of phase,
 // estimate or rate.
-func (t *tale) search(out []entry, now time.Duration, q *cue) []entry {
+func (t *observed) search(out []logLine, now time.Duration, q *cause) []logLine {
 	b, a := &t.before, &t.after
 	info := slog.LevelInfo
 	explained := q.decreased
@@ -285,7 +286,7 @@ func (t *tale) search(out []entry, now time.Duration, q *cue) []entry {
 	case q.op == opAdopt:
 		// the fleet's law, adopted: another process decided it
 		if bp != ap || a.estimate != b.estimate || a.lawRate != b.lawRate {
-			l := entry{level: info, event: "adopt", cause: "fleet", at: now, was: b.estimate, hasWas: true}
+			l := logLine{level: info, event: "adopt", cause: "fleet", at: now, was: b.estimate, hasWas: true}
 			if bp != ap {
 				l.from = bp.String()
 			}
@@ -298,38 +299,38 @@ func (t *tale) search(out []entry, now time.Duration, q *cue) []entry {
 		if q.op == opCreate {
 			cause = "remembered" // an evicted scope's, or ImportEstimates
 		}
-		out = append(out, entry{level: info, event: "estimate", cause: cause, at: now, was: 0, hasWas: true})
+		out = append(out, logLine{level: info, event: "estimate", cause: cause, at: now, was: 0, hasWas: true})
 		explained = true
 	case bp != law.Probing && ap == law.Probing:
-		out = append(out, entry{level: info, event: "probe-start", cause: "probe-due", at: now, was: b.estimate, hasWas: true})
+		out = append(out, logLine{level: info, event: "probe-start", cause: "probe-due", at: now, was: b.estimate, hasWas: true})
 		explained = true
 	case bp == law.Probing && ap != law.Probing && a.estimate > b.estimate:
-		out = append(out, entry{level: info, event: "probe-success", cause: "probe-held", at: now, was: b.estimate, hasWas: true})
+		out = append(out, logLine{level: info, event: "probe-success", cause: "probe-held", at: now, was: b.estimate, hasWas: true})
 		explained = true
 	case bp == law.Probing && ap != law.Probing:
 		cause := "not-busy"
 		if q.op == opUnpark {
 			cause = "unpark"
 		}
-		out = append(out, entry{level: info, event: "probe-end", cause: cause, at: now, was: b.estimate, hasWas: true})
+		out = append(out, logLine{level: info, event: "probe-end", cause: cause, at: now, was: b.estimate, hasWas: true})
 		explained = true
 	case bp != ap:
-		out = append(out, entry{level: info, event: "phase", cause: "law", at: now, from: bp.String()})
+		out = append(out, logLine{level: info, event: "phase", cause: "law", at: now, from: bp.String()})
 		explained = true
 	case ap == law.SlowStart && a.lawRate > b.lawRate:
-		out = append(out, entry{level: info, event: "increase", cause: "slow-start-step", at: now, was: b.lawRate, hasWas: true})
+		out = append(out, logLine{level: info, event: "increase", cause: "slow-start-step", at: now, was: b.lawRate, hasWas: true})
 		explained = true
 	}
 	if !explained && a.estimate != b.estimate {
-		out = append(out, entry{level: info, event: "estimate", cause: "law", at: now, was: b.estimate, hasWas: true})
+		out = append(out, logLine{level: info, event: "estimate", cause: "law", at: now, was: b.estimate, hasWas: true})
 		explained = true
 	}
 	if !explained && a.lawRate != b.lawRate {
-		out = append(out, entry{level: info, event: "rate", cause: "law", at: now, was: b.lawRate, hasWas: true})
+		out = append(out, logLine{level: info, event: "rate", cause: "law", at: now, was: b.lawRate, hasWas: true})
 	}
 	if lb, la := int(b.limit), int(a.limit); la != lb && !(q.decreased && q.class != classify.Throttled) {
-		// additive increase steps are per-request detail
-		l := entry{level: slog.LevelDebug, event: "increase", cause: "additive", at: now, was: b.limit, hasWas: true}
+		// additive increase transitions are per-request detail
+		l := logLine{level: slog.LevelDebug, event: "increase", cause: "additive", at: now, was: b.limit, hasWas: true}
 		if la < lb {
 			l.level, l.event, l.cause = info, "limit", "law"
 			switch {
@@ -346,32 +347,32 @@ func (t *tale) search(out []entry, now time.Duration, q *cue) []entry {
 	return out
 }
 
-// observe is the one hook of a scope's steps: it hears step sp of the scope
+// observe is the one hook of a scope's transitions: it hears transition tr of the scope
 // key, what it was (q) and what it changed, with no lock held. The
 // decision log is its one observer.
-func (c *Controller) observe(key string, sp *step, q *cue) {
-	if sp.tale != nil {
-		c.tell(key, sp, q)
+func (c *Controller) observe(key string, tr *transition, q *cause) {
+	if tr.obs != nil {
+		c.tell(key, tr, q)
 	}
 }
 
-// tell writes the lines of step sp of the scope key to the log. Call it
-// without any lock held, and only when sp.tale is set.
-func (c *Controller) tell(key string, sp *step, q *cue) {
-	var buf [16]entry
-	for _, l := range sp.tale.narrate(buf[:0], sp.now, q) {
-		v := &sp.tale.after
+// tell writes the lines of transition tr of the scope key to the log. Call it
+// without any lock held, and only when tr.obs is set.
+func (c *Controller) tell(key string, tr *transition, q *cause) {
+	var buf [16]logLine
+	for _, l := range tr.obs.lines(buf[:0], tr.now, q) {
+		v := &tr.obs.after
 		if l.before {
-			v = &sp.tale.before
+			v = &tr.obs.before
 		}
-		c.logLine(key, v, &l)
+		c.write(key, v, &l)
 	}
 }
 
-// logLine writes one record: the time on the controller's clock, the
+// write writes one record: the time on the controller's clock, the
 // scope, the event and its cause, the state (phase, rate in force, limit,
 // in flight, estimate, binding ceiling) and what the event adds.
-func (c *Controller) logLine(key string, v *view, l *entry) {
+func (c *Controller) write(key string, v *visible, l *logLine) {
 	attrs := make([]slog.Attr, 0, 20)
 	attrs = append(attrs,
 		slog.Time("t", c.at(l.at)), slog.String("scope", key),

@@ -43,7 +43,7 @@ const maxImport = 8 << 20
 // start, the estimate trusted less the older it is.
 func (c *Controller) ExportEstimates() ([]byte, error) {
 	f := estimatesFile{Version: 1, Scopes: map[string]scopeEstimate{}}
-	c.mem.estimates(func(scope string, est, limit float64, at time.Duration) {
+	c.known.estimates(func(scope string, est, limit float64, at time.Duration) {
 		f.Scopes[scope] = scopeEstimate{Rate: est, Limit: limit, Measured: c.at(at).UTC()}
 	})
 	now := c.now()
@@ -95,7 +95,7 @@ func (c *Controller) ImportEstimates(data []byte) error {
 	}
 	now := c.now()
 	for k, e := range f.Scopes {
-		c.mem.keepEstimate(k, math.Min(e.Rate, law.MaxRate), e.Limit, min(c.since(e.Measured), now))
+		c.known.keepEstimate(k, math.Min(e.Rate, law.MaxRate), e.Limit, min(c.since(e.Measured), now))
 	}
 	return nil
 }

@@ -54,14 +54,14 @@ func (c *Controller) notified(key string, pause time.Duration, reason fleet.Reas
 	if s == nil {
 		return
 	}
-	s.fleetStep(c, key, func(now time.Duration) { s.adoptPause(now, pause, PauseReason(reason), c.st) })
+	s.fleetTransition(c, key, func(now time.Duration) { s.adoptPause(now, pause, PauseReason(reason), c.st) })
 }
 
 // adoptPause takes a pause of d from now that the fleet shared, with a
 // jitter of its own. Called with s.mu held.
 func (s *scope) adoptPause(now, d time.Duration, reason PauseReason, st *settings) {
 	if s.core.adoptPause(now, now+d, reason, st) {
-		s.line.nudgeHead()
+		s.queue.nudgeHead()
 	}
 }
 
@@ -87,10 +87,10 @@ func (f fleetScope) Ask(now time.Duration) fleetclient.Ask {
 	return a
 }
 
-// Granted implements fleetclient.Local: a step of the decision log.
+// Granted implements fleetclient.Local: a transition of the decision log.
 func (f fleetScope) Granted(state []byte, version uint64, live int) {
 	s := f.s
-	s.fleetStep(f.c, f.key, func(now time.Duration) {
+	s.fleetTransition(f.c, f.key, func(now time.Duration) {
 		sf := s.fleetView()
 		if state != nil {
 			s.adoptShared(now, state, version)
@@ -119,12 +119,12 @@ func (f fleetScope) Random() float64 {
 
 // Alone implements fleetclient.Local: the scope runs on its local share of
 // the fleet, the rate last known divided by the processes seen on it, a
-// step of the decision log when the rate moves. The concurrency limit is
+// transition of the decision log when the rate moves. The concurrency limit is
 // not divided: the rate bounds the sends.
 func (f fleetScope) Alone() bool {
 	var changed bool
 	s := f.s
-	s.fleetStep(f.c, f.key, func(now time.Duration) {
+	s.fleetTransition(f.c, f.key, func(now time.Duration) {
 		live := s.fleetView().live
 		was := s.core.setShare(now, 1/float64(max(live, 1)))
 		changed = live > 1 && (was == 0 || was == 1)
@@ -142,10 +142,10 @@ func (f fleetScope) Waited(now time.Duration, pacedByFleet bool) bool {
 	return f.s.core.paused(now)
 }
 
-// Settled implements fleetclient.Local: a step of the decision log.
+// Settled implements fleetclient.Local: a transition of the decision log.
 func (f fleetScope) Settled(st fleet.Settlement) {
 	s := f.s
-	s.fleetStep(f.c, f.key, func(now time.Duration) {
+	s.fleetTransition(f.c, f.key, func(now time.Duration) {
 		sf := s.fleetView()
 		if st.Committed {
 			sf.version = st.Version

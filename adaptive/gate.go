@@ -241,15 +241,6 @@ func (g *gate) unpark(now time.Duration) {
 	g.pausedUntil, g.pauseAsked, g.reason = 0, 0, PauseNone
 }
 
-// reasonAt is the reason of the pause in force at now (PauseNone once it
-// has ended).
-func (g *gate) reasonAt(now time.Duration) PauseReason {
-	if now < g.pausedUntil {
-		return g.reason
-	}
-	return PauseNone
-}
-
 // jitter is a random extra in [0, J) for a pause of d: J is Config.Jitter,
 // or 10 % of d (at most 1 s) when that is 0; none when it is negative.
 func (g *gate) jitter(d time.Duration, st *settings) time.Duration {

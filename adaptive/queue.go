@@ -19,12 +19,12 @@ func (w *waiter) nudge() {
 	}
 }
 
-// line is the FIFO of a scope's waiters. Not safe for concurrent use:
+// queue is the FIFO of a scope's waiters. Not safe for concurrent use:
 // scope.mu guards it.
-type line []*waiter
+type queue []*waiter
 
 // head is the waiter at the front, or nil.
-func (l line) head() *waiter {
+func (l queue) head() *waiter {
 	if len(l) == 0 {
 		return nil
 	}
@@ -32,7 +32,7 @@ func (l line) head() *waiter {
 }
 
 // nudgeHead wakes the head to look again (something changed).
-func (l line) nudgeHead() {
+func (l queue) nudgeHead() {
 	if len(l) > 0 {
 		l[0].nudge()
 	}
@@ -40,7 +40,7 @@ func (l line) nudgeHead() {
 
 // pop removes the head, which is leaving with a send, and passes the head
 // role on.
-func (l *line) pop() {
+func (l *queue) pop() {
 	*l = (*l)[1:]
 	if len(*l) == 0 {
 		*l = nil // let the backing array go with the crowd
@@ -50,7 +50,7 @@ func (l *line) pop() {
 
 // remove takes w out of the line (it gave up), passing the head role on if
 // it had it.
-func (l *line) remove(w *waiter) {
+func (l *queue) remove(w *waiter) {
 	for i, q := range *l {
 		if q == w {
 			*l = append((*l)[:i], (*l)[i+1:]...)

@@ -78,7 +78,7 @@ func TestMemoryBounded(t *testing.T) {
 			require.NoError(t, err)
 			_ = resp.Body.Close()
 		}
-		assert.LessOrEqual(t, ctrl.mem.len(), 1000)
+		assert.LessOrEqual(t, ctrl.known.len(), 1000)
 	})
 }
 

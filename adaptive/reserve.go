@@ -54,7 +54,7 @@ func (r Reservation) Cancel() {
 		s.reservations = nil
 	}
 	s.core.untake(t)
-	s.line.nudgeHead()
+	s.queue.nudgeHead()
 	s.mu.Unlock()
 	r.c.notify(r.key)
 }
@@ -102,7 +102,7 @@ func (c *Controller) Reserve(req *http.Request) (Reservation, Readiness, error) 
 	cl := c.resolve(req)
 	now := c.now()
 	if c.st.robots && req.URL.Path != "/robots.txt" {
-		f, state := c.mem.robotsState(origin(req), now)
+		f, state := c.known.robotsState(origin(req), now)
 		switch state {
 		case robotsUnknown:
 			return Reservation{}, Readiness{Probe: true}, nil
@@ -122,14 +122,14 @@ func (c *Controller) Reserve(req *http.Request) (Reservation, Readiness, error) 
 			continue
 		}
 		s.lastUsed = now
-		sp := s.begin(c, now)
-		q := cue{op: opReserve, crawlDelay: s.pullCeilings(c, cl.key, now, cl.crawlDelay)}
+		tr := s.begin(c, now)
+		q := cause{op: opReserve, crawlDelay: s.pullCeilings(c, cl.key, now, cl.crawlDelay)}
 		var (
 			res  Reservation
 			wait Readiness
 			err  error
 		)
-		if len(s.line) > 0 {
+		if len(s.queue) > 0 {
 			wait.Notify = true
 		} else {
 			switch d := s.decide(c, now); d.kind {
@@ -146,7 +146,7 @@ func (c *Controller) Reserve(req *http.Request) (Reservation, Readiness, error) 
 			}
 		}
 		q.granted = res.Held()
-		s.leaveStep(c, cl.key, &sp, &q)
+		s.publish(c, cl.key, &tr, &q)
 		return res, wait, err
 	}
 }

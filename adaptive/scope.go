@@ -14,7 +14,7 @@ type scope struct {
 	mu sync.Mutex
 	// guarded by mu:
 	core     core
-	line     line
+	queue    queue
 	lastUsed time.Duration
 	created  time.Duration
 	codes    [statusSlots]uint32 // responses by status code (statusSlot)
@@ -38,43 +38,43 @@ func newScope(key string, r *rule, now time.Duration, seed uint64) *scope {
 // gap a ceiling puts between sends) fails at once, while a place in the
 // line does not. crawlDelay is the Crawl-delay of the request's origin: the
 // scope's ceiling is at least that strict. Each look at the core is one
-// step, which its observers (the decision log) hear of once the lock is
+// transition, which its observers (the decision log) hear of once the lock is
 // released.
 func (s *scope) acquire(ctx context.Context, c *Controller, key string, now time.Duration, crawlDelay time.Duration) (stamp, error) {
 	entry := now
 	s.mu.Lock()
 	s.lastUsed = now
-	sp := s.begin(c, now)
-	q := cue{op: opAcquire, crawlDelay: s.pullCeilings(c, key, now, crawlDelay)}
+	tr := s.begin(c, now)
+	q := cause{op: opAcquire, crawlDelay: s.pullCeilings(c, key, now, crawlDelay)}
 	if t, ok := s.useReservation(now, c.st.MaxPause); ok {
 		q.granted, q.reserved = true, true
-		s.leaveStep(c, key, &sp, &q)
+		s.publish(c, key, &tr, &q)
 		return t, nil
 	}
-	if len(s.line) == 0 {
+	if len(s.queue) == 0 {
 		switch d := s.decide(c, now); d.kind {
 		case sendNow:
 			t := s.take(now)
 			q.granted = true
-			s.leaveStep(c, key, &sp, &q)
+			s.publish(c, key, &tr, &q)
 			return t, nil
 		case fail:
-			s.leaveStep(c, key, &sp, &q)
+			s.publish(c, key, &tr, &q)
 			return stamp{}, s.refused(c, key, d.why)
 		}
 	}
 	w := newWaiter()
-	s.line = append(s.line, w)
-	s.end(&sp)
-	if sp.tale != nil {
+	s.queue = append(s.queue, w)
+	s.end(&tr)
+	if tr.obs != nil {
 		// the observers hear it with no lock held; without any, the head
 		// looks again at once (its wait may be over), the lock kept
 		s.mu.Unlock()
-		c.observe(key, &sp, &q)
+		c.observe(key, &tr, &q)
 		s.mu.Lock()
 	}
 	for {
-		if s.line.head() != w {
+		if s.queue.head() != w {
 			s.mu.Unlock()
 			select {
 			case <-w.ch:
@@ -85,20 +85,20 @@ func (s *scope) acquire(ctx context.Context, c *Controller, key string, now time
 			continue
 		}
 		now = c.now()
-		sp = s.begin(c, now)
+		tr = s.begin(c, now)
 		d := s.decide(c, now)
 		switch d.kind {
 		case sendNow:
 			t := s.take(now)
-			s.line.pop()
-			s.leaveStep(c, key, &sp, &cue{op: opAcquire, granted: true, wait: now - entry})
+			s.queue.pop()
+			s.publish(c, key, &tr, &cause{op: opAcquire, granted: true, wait: now - entry})
 			c.notify(key) // the line moved: a frontier may reserve again
 			return t, nil
 		case fail:
-			s.leaveStep(c, key, &sp, &cue{op: opAcquire})
+			s.publish(c, key, &tr, &cause{op: opAcquire})
 			return stamp{}, s.leave(w, s.refused(c, key, d.why))
 		}
-		s.leaveStep(c, key, &sp, &cue{op: opAcquire})
+		s.publish(c, key, &tr, &cause{op: opAcquire})
 		var wake time.Time // zero: wait for a nudge
 		if d.kind == waitUntil {
 			wake = c.at(d.wake)
@@ -110,12 +110,12 @@ func (s *scope) acquire(ctx context.Context, c *Controller, key string, now time
 	}
 }
 
-// leaveStep ends step sp, releases mu and tells the step's observers what
+// publish ends transition tr, releases mu and tells its observers what
 // it changed, as q. Called with mu held.
-func (s *scope) leaveStep(c *Controller, key string, sp *step, q *cue) {
-	s.end(sp)
+func (s *scope) publish(c *Controller, key string, tr *transition, q *cause) {
+	s.end(tr)
 	s.mu.Unlock()
-	c.observe(key, sp, q)
+	c.observe(key, tr, q)
 }
 
 // decide is the core's decision under the controller's global ceiling
@@ -160,9 +160,9 @@ func (s *scope) take(now time.Duration) stamp {
 func (s *scope) pullCeilings(c *Controller, key string, now time.Duration, crawlDelay time.Duration) time.Duration {
 	var remembered time.Duration
 	var ok bool
-	if g := c.mem.generation(); g != s.memGen {
+	if g := c.known.generation(); g != s.memGen {
 		s.memGen = g
-		remembered, ok = c.mem.crawlDelay(key)
+		remembered, ok = c.known.crawlDelay(key)
 	}
 	d, changed := s.core.crawlDelays(now, remembered, ok, crawlDelay)
 	if !changed {
@@ -206,25 +206,25 @@ func sleep(ctx context.Context, w *waiter, now, wake time.Time) error {
 // leave takes w out of the line after a failed wait.
 func (s *scope) leave(w *waiter, err error) error {
 	s.mu.Lock()
-	s.line.remove(w)
+	s.queue.remove(w)
 	s.mu.Unlock()
 	return err
 }
 
-// record returns the slot of t and applies its outcome, as step sp. With
+// record returns the slot of t and applies its outcome, as transition tr. With
 // a fleet, it also returns the law's shared part if it changed (nil
 // otherwise) and the fleet version it derives from.
-func (s *scope) record(c *Controller, now time.Duration, t stamp, o *outcome, sp *step) (reaction, []byte, uint64) {
+func (s *scope) record(c *Controller, now time.Duration, t stamp, o *outcome, tr *transition) (reaction, []byte, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastUsed = now
-	*sp = s.begin(c, now)
+	*tr = s.begin(c, now)
 	r := s.core.record(now, t, o, c.st)
 	if o.status != 0 {
 		s.codes[statusSlot(o.status)]++
 	}
-	s.end(sp)
-	s.line.nudgeHead()
+	s.end(tr)
+	s.queue.nudgeHead()
 	if c.fleet == nil {
 		return r, nil, 0
 	}
@@ -237,27 +237,27 @@ func (s *scope) record(c *Controller, now time.Duration, t stamp, o *outcome, sp
 func (s *scope) untake(t stamp) {
 	s.mu.Lock()
 	s.core.untake(t)
-	s.line.nudgeHead()
+	s.queue.nudgeHead()
 	s.mu.Unlock()
 }
 
-// fleetStep runs fn under mu as one step of the decision log: a change
+// fleetTransition runs fn under mu as one transition of the decision log: a change
 // the fleet decided (a pause it shared, its law's state adopted), told as
 // such.
-func (s *scope) fleetStep(c *Controller, key string, fn func(now time.Duration)) {
+func (s *scope) fleetTransition(c *Controller, key string, fn func(now time.Duration)) {
 	s.mu.Lock()
-	sp := s.begin(c, c.now())
-	fn(sp.now)
-	s.leaveStep(c, key, &sp, &cue{op: opAdopt})
+	tr := s.begin(c, c.now())
+	fn(tr.now)
+	s.publish(c, key, &tr, &cause{op: opAdopt})
 }
 
 // unpark lifts a park and any pause (Controller.Unpark).
 func (s *scope) unpark(c *Controller, key string) {
 	s.mu.Lock()
-	sp := s.begin(c, c.now())
-	s.core.unpark(sp.now)
-	s.line.nudgeHead()
-	s.leaveStep(c, key, &sp, &cue{op: opUnpark})
+	tr := s.begin(c, c.now())
+	s.core.unpark(tr.now)
+	s.queue.nudgeHead()
+	s.publish(c, key, &tr, &cause{op: opUnpark})
 }
 
 // retried counts a retry: an attempt after the first of one request.
@@ -271,5 +271,5 @@ func (s *scope) retried() {
 // nobody waiting, no pause or park in force, untouched for ttl. Called with
 // mu held.
 func (s *scope) idle(now, ttl time.Duration) bool {
-	return len(s.line) == 0 && now-s.lastUsed >= ttl && s.core.idle(now)
+	return len(s.queue) == 0 && now-s.lastUsed >= ttl && s.core.idle(now)
 }

@@ -112,7 +112,7 @@ func (c *Controller) Snapshots() []Snapshot {
 	return c.snapshots(list)
 }
 
-type keyed struct {
+type scopeRef struct {
 	key string
 	s   *scope
 }
@@ -121,21 +121,21 @@ type keyed struct {
 // ones, both under one read of the map: a scope is in one or the other. at
 // is the time of that read: every scope created before it is listed (or
 // evicted), none created after it.
-func (c *Controller) live(evicted bool) (list []keyed, t Totals, at time.Time) {
+func (c *Controller) live(evicted bool) (list []scopeRef, t Totals, at time.Time) {
 	c.mu.RLock()
 	at = c.at(c.now())
-	list = make([]keyed, 0, len(c.scopes))
+	list = make([]scopeRef, 0, len(c.scopes))
 	for k, s := range c.scopes {
-		list = append(list, keyed{k, s})
+		list = append(list, scopeRef{k, s})
 	}
 	if evicted {
-		t = c.gone.totals()
+		t = c.evicted.totals()
 	}
 	c.mu.RUnlock()
 	return list, t, at
 }
 
-func (c *Controller) snapshots(list []keyed) []Snapshot {
+func (c *Controller) snapshots(list []scopeRef) []Snapshot {
 	out := make([]Snapshot, 0, len(list))
 	for _, ks := range list {
 		out = append(out, ks.s.snapshot(c, ks.key))
@@ -151,7 +151,7 @@ func (s *scope) snapshot(c *Controller, key string) Snapshot {
 	k := s.core.state()
 	snap := Snapshot{
 		Scope: key, Created: c.at(s.created), Phase: k.phase.String(),
-		Limit: k.limit, InFlight: int(k.inflight), Waiting: len(s.line),
+		Limit: k.limit, InFlight: int(k.inflight), Waiting: len(s.queue),
 		Rate: k.rate, Estimate: k.estimate, Breaker: k.breaker, Parked: k.parked, RTT: k.rtt,
 		Ceiling: k.ceiling, CeilingRate: k.ceilingRate,
 		Counts: make(map[classify.Class]uint64), Statuses: make(map[int]uint64),
@@ -193,8 +193,8 @@ type Totals struct {
 	PausedTotal time.Duration
 }
 
-// gone sums the counts of evicted scopes. Guarded by Controller.mu.
-type gone struct {
+// evictedTotals sums the counts of evicted scopes. Guarded by Controller.mu.
+type evictedTotals struct {
 	scopes  uint64
 	counts  [classCount]uint64
 	codes   [statusSlots]uint64
@@ -204,7 +204,7 @@ type gone struct {
 
 // add folds an evicted scope (its core's state k) in. Called with
 // Controller.mu and s.mu held.
-func (g *gone) add(s *scope, k *coreState, now time.Duration) {
+func (g *evictedTotals) add(s *scope, k *coreState, now time.Duration) {
 	g.scopes++
 	for i, n := range k.counts {
 		g.counts[i] += uint64(n)
@@ -216,7 +216,7 @@ func (g *gone) add(s *scope, k *coreState, now time.Duration) {
 	g.paused += s.core.pausedTotal(now)
 }
 
-func (g *gone) totals() Totals {
+func (g *evictedTotals) totals() Totals {
 	t := Totals{Scopes: g.scopes, Counts: map[classify.Class]uint64{}, Statuses: map[int]uint64{},
 		Retries: g.retries, PausedTotal: g.paused}
 	for i, n := range g.counts {

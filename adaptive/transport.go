@@ -98,7 +98,7 @@ func (c *Controller) disallowed(req *http.Request, key string, f *robotsFacts) e
 	}
 	e := &ScopeError{Scope: key, Err: ErrDisallowed}
 	if f.disallowAll {
-		until := c.mem.robotsExpiry(origin(req))
+		until := c.known.robotsExpiry(origin(req))
 		if until > 0 {
 			e.Until = c.at(until)
 		}
@@ -123,14 +123,14 @@ func (t *Transport) robotsFor(ctx context.Context, req *http.Request, key string
 	}
 	origin := origin(req)
 	for {
-		e, mine := t.c.mem.robots(origin, t.c.now())
+		e, mine := t.c.known.robots(origin, t.c.now())
 		if !mine {
 			select {
 			case <-e.done:
 				if e.abandoned {
 					continue
 				}
-				return t.c.mem.factsOf(e), nil
+				return t.c.known.factsOf(e), nil
 			case <-ctx.Done():
 				return robotsFacts{}, ctx.Err()
 			}
@@ -146,7 +146,7 @@ func (t *Transport) robotsFor(ctx context.Context, req *http.Request, key string
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
-		t.c.mem.robotsDone(e, origin, key, f, t.c.now()+ttl, err != nil)
+		t.c.known.robotsDone(e, origin, key, f, t.c.now()+ttl, err != nil)
 		t.c.notify(key)
 		if err != nil {
 			return robotsFacts{}, err
@@ -163,12 +163,12 @@ func (t *Transport) robotsFor(ctx context.Context, req *http.Request, key string
 // controller then reads robots.txt itself when it needs it.
 func (t *Transport) teeRobots(req *http.Request, cl call) (*http.Response, error) {
 	origin := origin(req)
-	e, mine := t.c.mem.robots(origin, t.c.now())
+	e, mine := t.c.known.robots(origin, t.c.now())
 	if !mine {
 		return t.roundTrip(req, cl, 0, t.attemptTimeout)
 	}
 	done := func(f robotsFacts, ttl time.Duration, abandoned bool) {
-		t.c.mem.robotsDone(e, origin, cl.key, f, t.c.now()+ttl, abandoned)
+		t.c.known.robotsDone(e, origin, cl.key, f, t.c.now()+ttl, abandoned)
 		t.c.notify(cl.key)
 	}
 	resp, err := t.roundTrip(req, cl, 0, t.attemptTimeout)

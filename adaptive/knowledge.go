@@ -8,7 +8,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
-// memory is what a controller knows beyond the life of a scope: per origin,
+// knowledge is what a controller knows beyond the life of a scope: per origin,
 // its robots.txt (Crawl-delay, Allow and Disallow rules, and until when it
 // is fresh); per scope, the ceilings its controller learned (Crawl-delay
 // over the scope's origins, quota). A scope reads it when it is created and
@@ -17,7 +17,7 @@ import (
 // recently used go first; the robots.txt rules it holds are bounded as well
 // (rulesBudget), the least recently used read again when needed. Safe for
 // concurrent use; its lock is never held while a scope's is taken.
-type memory struct {
+type knowledge struct {
 	mu  sync.Mutex
 	lru *simplelru.LRU[memKey, any] // guarded by mu
 	// rules is the estimated size of the robots.txt rules held; guarded
@@ -74,8 +74,8 @@ type originDelay struct {
 // the mildest is forgotten, so the strictest always stays.
 const maxDelayOrigins = 16
 
-func newMemory(size int) *memory {
-	m := &memory{}
+func newMemory(size int) *knowledge {
+	m := &knowledge{}
 	l, err := simplelru.NewLRU[memKey, any](size, func(_ memKey, v any) {
 		if e, ok := v.(*originFacts); ok { // called with mu held
 			m.rules -= e.facts.cost
@@ -91,7 +91,7 @@ func newMemory(size int) *memory {
 // robots returns origin's robots.txt entry. When it is missing, stale or
 // abandoned, a new entry in progress is stored and mine is true: the caller
 // fetches and must call robotsDone.
-func (m *memory) robots(origin string, now time.Duration) (e *originFacts, mine bool) {
+func (m *knowledge) robots(origin string, now time.Duration) (e *originFacts, mine bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := memKey{memOrigin, origin}
@@ -121,7 +121,7 @@ const (
 
 // robotsState is what is known of origin's robots.txt at now, without
 // fetching it: its facts when they are fresh.
-func (m *memory) robotsState(origin string, now time.Duration) (robotsFacts, int) {
+func (m *knowledge) robotsState(origin string, now time.Duration) (robotsFacts, int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	v, ok := m.lru.Get(memKey{memOrigin, origin})
@@ -142,7 +142,7 @@ func (m *memory) robotsState(origin string, now time.Duration) (robotsFacts, int
 
 // robotsExpiry is when origin's robots.txt is asked for again (0 when
 // nothing is known of it).
-func (m *memory) robotsExpiry(origin string) time.Duration {
+func (m *knowledge) robotsExpiry(origin string) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if v, ok := m.lru.Peek(memKey{memOrigin, origin}); ok {
@@ -161,7 +161,7 @@ func (m *memory) robotsExpiry(origin string) time.Duration {
 func (e *originFacts) fresh(now time.Duration) bool { return !e.abandoned && now < e.expires }
 
 // factsOf returns the facts of e, whose fetch has ended.
-func (m *memory) factsOf(e *originFacts) robotsFacts {
+func (m *knowledge) factsOf(e *originFacts) robotsFacts {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return e.facts
@@ -170,7 +170,7 @@ func (m *memory) factsOf(e *originFacts) robotsFacts {
 // robotsDone ends the fetch of e: with the facts read, trusted until
 // expires, or abandoned (the next caller asks again). It returns the
 // strictest Crawl-delay remembered for the scope of the origin.
-func (m *memory) robotsDone(e *originFacts, origin, scope string, f robotsFacts, expires time.Duration, abandoned bool) time.Duration {
+func (m *knowledge) robotsDone(e *originFacts, origin, scope string, f robotsFacts, expires time.Duration, abandoned bool) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if abandoned {
@@ -205,7 +205,7 @@ func (m *memory) robotsDone(e *originFacts, origin, scope string, f robotsFacts,
 // trimRulesLocked drops the rules of the least recently used origins while
 // they cost more than rulesBudget, down to 3/4 of it; such an origin reads
 // its robots.txt again when next needed.
-func (m *memory) trimRulesLocked() {
+func (m *knowledge) trimRulesLocked() {
 	if m.rules <= rulesBudget {
 		return
 	}
@@ -232,11 +232,11 @@ func (m *memory) trimRulesLocked() {
 }
 
 // generation is the number of Crawl-delay changes so far.
-func (m *memory) generation() uint32 { return m.gen.Load() }
+func (m *knowledge) generation() uint32 { return m.gen.Load() }
 
 // crawlDelay is the strictest Crawl-delay remembered for scope; ok is false
 // when nothing is remembered of it.
-func (m *memory) crawlDelay(scope string) (time.Duration, bool) {
+func (m *knowledge) crawlDelay(scope string) (time.Duration, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f := m.scopeLocked(scope, false)
@@ -247,7 +247,7 @@ func (m *memory) crawlDelay(scope string) (time.Duration, bool) {
 }
 
 // scopeLocked returns the facts of scope, creating them if create.
-func (m *memory) scopeLocked(scope string, create bool) *scopeFacts {
+func (m *knowledge) scopeLocked(scope string, create bool) *scopeFacts {
 	k := memKey{memScope, scope}
 	if v, ok := m.lru.Get(k); ok {
 		return v.(*scopeFacts)
@@ -262,7 +262,7 @@ func (m *memory) scopeLocked(scope string, create bool) *scopeFacts {
 
 // quota is the quota ceiling remembered for scope, in force until until
 // (on the controller's clock); rate 0 when none is.
-func (m *memory) quota(scope string) (rate float64, until time.Duration) {
+func (m *knowledge) quota(scope string) (rate float64, until time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f := m.scopeLocked(scope, false)
@@ -274,7 +274,7 @@ func (m *memory) quota(scope string) (rate float64, until time.Duration) {
 
 // keepQuota remembers a quota ceiling in force until until, as a scope is
 // evicted.
-func (m *memory) keepQuota(scope string, rate float64, until time.Duration) {
+func (m *knowledge) keepQuota(scope string, rate float64, until time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f := m.scopeLocked(scope, true)
@@ -282,7 +282,7 @@ func (m *memory) keepQuota(scope string, rate float64, until time.Duration) {
 }
 
 // keepEstimate remembers a scope's estimate and limit measured at at.
-func (m *memory) keepEstimate(scope string, est, limit float64, at time.Duration) {
+func (m *knowledge) keepEstimate(scope string, est, limit float64, at time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f := m.scopeLocked(scope, true)
@@ -290,7 +290,7 @@ func (m *memory) keepEstimate(scope string, est, limit float64, at time.Duration
 }
 
 // estimate is what is remembered of scope's estimate (0: nothing).
-func (m *memory) estimate(scope string) (est, limit float64, at time.Duration) {
+func (m *knowledge) estimate(scope string) (est, limit float64, at time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f := m.scopeLocked(scope, false)
@@ -301,7 +301,7 @@ func (m *memory) estimate(scope string) (est, limit float64, at time.Duration) {
 }
 
 // estimates calls fn for every scope with a remembered estimate.
-func (m *memory) estimates(fn func(scope string, est, limit float64, at time.Duration)) {
+func (m *knowledge) estimates(fn func(scope string, est, limit float64, at time.Duration)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, k := range m.lru.Keys() {
@@ -317,7 +317,7 @@ func (m *memory) estimates(fn func(scope string, est, limit float64, at time.Dur
 }
 
 // len is the number of entries, for tests.
-func (m *memory) len() int {
+func (m *knowledge) len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.lru.Len()
