@@ -1,6 +1,8 @@
 package adaptive_test
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -84,5 +86,29 @@ func TestBreakerOpensThenProbes(t *testing.T) {
 		final, _ := tr.Controller().Snapshot("a.test")
 		assert.Equal(t, adaptive.BreakerClosed, final.Breaker, "the probe's success closed it")
 		assert.Equal(t, uint64(6), final.Counts[classify.Throttled])
+	})
+}
+
+// The tail of one burst (every request on the wire when the limit said no)
+// is one signal: it must not open the breaker.
+func TestTailOfBurstKeepsBreakerClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sends atomic.Int64
+		origin := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			sends.Add(1)
+			time.Sleep(100 * time.Millisecond)
+			return &http.Response{StatusCode: 429, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
+		})
+		tr := adaptive.NewTransport(origin, adaptive.WithJitterSeed(1),
+			adaptive.WithDefault(adaptive.Rule{MaxRetries: -1, InitialRate: 1000, StartConcurrency: 10}))
+		client := &http.Client{Transport: tr}
+		var wg sync.WaitGroup
+		for i := range 10 {
+			wg.Go(func() { _, _ = get(context.Background(), client, fmt.Sprintf("http://a.test/%d", i)) })
+		}
+		wg.Wait()
+		require.Equal(t, int64(10), sends.Load(), "ten on the wire at once")
+		snap, _ := tr.Controller().Snapshot("a.test")
+		assert.Equal(t, adaptive.BreakerClosed, snap.Breaker, "ten 429s of one burst are one signal")
 	})
 }

@@ -1,10 +1,8 @@
 package adaptive
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -35,23 +33,6 @@ func collyClientOf(t *testing.T, c *colly.Collector) *http.Client {
 	client, err := collyClient(c)
 	require.NoError(t, err)
 	return client
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Should Colly's layout change, the read fails loudly: an error in Err

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -568,4 +569,66 @@ func TestOptionOrderDoesNotMatter(t *testing.T) {
 	}
 	_, err := adaptive.New(adaptive.WithConfig(adaptive.Config{}), adaptive.WithConfig(adaptive.Config{}))
 	assert.ErrorIs(t, err, adaptive.ErrConfig, "WithConfig twice")
+}
+
+// A malformed setting keeps every valid one and gets the most conservative
+// value of its own field, reported by Err.
+func TestMalformedSettingFailsSafe(t *testing.T) {
+	first := func(t *testing.T, tr *adaptive.Transport) adaptive.Snapshot {
+		t.Helper()
+		resp, err := (&http.Client{Transport: tr}).Get("http://a.test/")
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		s, ok := tr.Controller().Snapshot("a.test")
+		require.True(t, ok)
+		return s
+	}
+	t.Run("env rate", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			setEnv(t, "COLLY_POLITE_RATE=abc", "COLLY_POLITE_MAX_CONCURRENCY=7")
+			tr := adaptive.NewTransport(page(200, "ok"), adaptive.WithEnv())
+			require.ErrorIs(t, tr.Controller().Err(), adaptive.ErrConfig)
+			assert.ErrorContains(t, tr.Controller().Err(), "COLLY_POLITE_RATE")
+			s := first(t, tr)
+			assert.Equal(t, 0.05, s.Rate, "an unreadable rate ceiling becomes the minimum rate")
+		})
+	})
+	t.Run("env concurrency and retries", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			setEnv(t, "COLLY_POLITE_MAX_CONCURRENCY=many", "COLLY_POLITE_MAX_RETRIES=x", "COLLY_POLITE_RATE=3")
+			var sends atomic.Int64
+			tr := adaptive.NewTransport(scripted(&sends, 503, 200), adaptive.WithEnv())
+			require.ErrorIs(t, tr.Controller().Err(), adaptive.ErrConfig)
+			resp, err := (&http.Client{Transport: tr}).Get("http://a.test/")
+			require.NoError(t, err)
+			_ = resp.Body.Close()
+			assert.Equal(t, 503, resp.StatusCode, "unreadable retries: none")
+			assert.Equal(t, int64(1), sends.Load())
+			s, _ := tr.Controller().Snapshot("a.test")
+			assert.Equal(t, 1.0, s.Limit, "unreadable concurrency ceiling: 1")
+			assert.LessOrEqual(t, s.Rate, 3.0, "the valid rate ceiling is kept")
+		})
+	})
+	t.Run("option", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			tr := adaptive.NewTransport(page(200, "ok"), adaptive.WithRate(-5), adaptive.WithMaxPause(time.Second),
+				adaptive.WithDefault(adaptive.Rule{Rate: -5, MaxConcurrency: -2}))
+			require.ErrorIs(t, tr.Controller().Err(), adaptive.ErrConfig)
+			s := first(t, tr)
+			assert.Equal(t, 0.05, s.Rate)
+			assert.Equal(t, 1.0, s.Limit)
+		})
+	})
+	t.Run("robots", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			setEnv(t, "COLLY_POLITE_ROBOTS=maybe")
+			srv := &cfgServer{status: http.StatusOK}
+			tr := adaptive.NewTransport(srv, adaptive.WithEnv())
+			require.ErrorIs(t, tr.Controller().Err(), adaptive.ErrConfig)
+			resp, err := (&http.Client{Transport: tr}).Get("http://a.test/")
+			require.NoError(t, err)
+			_ = resp.Body.Close()
+			assert.Equal(t, []string{"/robots.txt", "/"}, srv.sent(), "unreadable robots switch: on")
+		})
+	})
 }

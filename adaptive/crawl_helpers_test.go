@@ -1,7 +1,10 @@
 package adaptive_test
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -116,4 +119,20 @@ func newCollectorWith(t *testing.T, srv *testserver.Server, ctrl *adaptive.Contr
 	c.WithTransport(srv.Transport())
 	ctrl.Attach(c)
 	return c
+}
+
+// get sends one GET through client and reads the body to the end, so the
+// slot is released; it returns the status (0 on error) and the error.
+func get(ctx context.Context, client *http.Client, u string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode, nil
 }

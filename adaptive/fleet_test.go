@@ -3,6 +3,7 @@ package adaptive_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -264,4 +265,92 @@ func TestFleetShares(t *testing.T) {
 		assert.Zero(t, st.PauseViolations)
 		assert.LessOrEqual(t, float64(st.ByStatus[429]), 0.02*float64(st.Requests))
 	})
+}
+
+// With a Store, quota pauses and parks are shared too, and every collector
+// adopts the un-jittered deadline and adds its own jitter.
+func TestStoreSharesEveryPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &fleet.MemoryStore{}
+		var sends atomic.Int64
+		a := adaptive.NewTransport(quotaOrigin(&sends, "0", "30"), adaptive.WithStore(store), adaptive.WithJitterSeed(1))
+		_, err := get(context.Background(), &http.Client{Transport: a}, "http://q.test/")
+		require.NoError(t, err)
+		paused, reason := sharedPause(t, store, "q.test")
+		assert.Equal(t, adaptive.PauseQuota, reason, "a quota pause is shared")
+		assert.Equal(t, 30*time.Second, paused, "the shared deadline carries no jitter")
+
+		b := adaptive.NewTransport(page(200, "ok"), adaptive.WithStore(store), adaptive.WithJitterSeed(2))
+		start := time.Now()
+		_, err = get(context.Background(), &http.Client{Transport: b}, "http://q.test/")
+		require.NoError(t, err)
+		waited := time.Since(start)
+		assert.GreaterOrEqual(t, waited, 30*time.Second)
+		assert.Less(t, waited, 32*time.Second)
+
+		// a park after blocks
+		c := adaptive.NewTransport(page(403, "no"), adaptive.WithStore(store), adaptive.WithJitterSeed(3),
+			adaptive.WithDefault(adaptive.Rule{Block: adaptive.BlockPolicy{Threshold: 1, ParkFor: time.Hour}}))
+		_, err = get(context.Background(), &http.Client{Transport: c}, "http://p.test/")
+		require.NoError(t, err)
+		_, reason = sharedPause(t, store, "p.test")
+		assert.Equal(t, adaptive.PauseBlocked, reason, "a park is shared")
+		_, err = get(context.Background(), &http.Client{Transport: b}, "http://p.test/")
+		assert.ErrorIs(t, err, adaptive.ErrPaused, "another collector does not send to a parked scope")
+	})
+}
+
+// Two collectors (two controllers, as two processes would have) crawl one
+// host that announces 3 s pauses. Sharing a Store, neither sends while the
+// other's pause is in force; without one, they do.
+func TestStoreSharesPauses(t *testing.T) {
+	violations := func(store fleet.Store) (int, int) {
+		var v, thr int
+		synctest.Test(t, func(t *testing.T) {
+			srv := testserver.NewTest(t, oneHost(testserver.Policy{
+				Limit:   fixedWindow(10),
+				Latency: testserver.Latency{Base: 20 * time.Millisecond},
+				Excess:  testserver.Excess{FixedRetryAfter: 3 * time.Second},
+			}))
+			var wg sync.WaitGroup
+			for i := 0; i < 2; i++ {
+				opts := []adaptive.Option{adaptive.WithRobots(false)}
+				if store != nil {
+					opts = append(opts, adaptive.WithStore(store))
+				}
+				c, ctrl := newCollector(t, srv, opts...)
+				wg.Add(1)
+				go func(c *colly.Collector, start time.Duration) {
+					defer wg.Done()
+					time.Sleep(start) // the second process joins later
+					crawl(t, c, 10, 30*time.Second, srv.HostURL("a.test"))
+				}(c, time.Duration(i)*1700*time.Millisecond)
+				t.Cleanup(func() { assertIdle(t, ctrl) })
+			}
+			wg.Wait()
+			st := srv.Stats("a.test")
+			v, thr = st.PauseViolations, st.ByStatus[429]
+		})
+		return v, thr
+	}
+	alone, thrAlone := violations(nil)
+	shared, thrShared := violations(&fleet.MemoryStore{})
+	t.Logf("pause violations: %d without a store (%d 429s), %d with one (%d 429s)", alone, thrAlone, shared, thrShared)
+	require.Positive(t, thrShared, "the scenario must throttle")
+	assert.Positive(t, alone, "without a store the second collector knocks during the first one's pause")
+	assert.Zero(t, shared)
+}
+
+// sharedPause reads the pause a store holds for scope (with a lease it gives
+// back at once).
+func sharedPause(t *testing.T, store fleet.Store, scope string) (time.Duration, adaptive.PauseReason) {
+	t.Helper()
+	ctx := context.Background()
+	g, err := store.Lease(ctx, fleet.LeaseRequest{Scope: scope, Process: "reader", Rate: 1, TTL: time.Second})
+	require.NoError(t, err)
+	if g.ID != "" {
+		_, err = store.Return(ctx, fleet.Return{Scope: scope, Process: "reader", Lease: g.ID})
+		require.NoError(t, err)
+	}
+	return g.Paused, adaptive.PauseReason(g.Reason)
 }

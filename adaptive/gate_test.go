@@ -1,243 +1,154 @@
-package adaptive
+package adaptive_test
 
 import (
-	"fmt"
+	"context"
+	"io"
 	"net/http"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/colly-polite/polite/adaptive"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/colly-polite/polite/classify"
-	"github.com/colly-polite/polite/fleet"
 )
 
-// gateStep is one thing that happens to a gate at a time, and what must
-// hold after it.
-type gateStep struct {
-	at time.Duration
-	// "429", "503": a signal (fresh unless tail); ra: its Retry-After (-1:
-	// none). "ok": a success (probe: the half-open probe's). "403": a
-	// block. "tick": time passes. "unpark".
-	do    string
-	ra    time.Duration
-	tail  bool
-	probe bool
-
-	pausedUntil time.Duration // checked when not zero
-	reason      PauseReason   // checked with pausedUntil
-	breaker     string        // checked when not empty
-	refused     error         // the error refuse gives at this time (nil: not checked)
-	sends       bool          // refuse says nothing (checked when refused is nil and sends is set)
-}
-
-func playGate(t *testing.T, cfg Config, steps []gateStep) {
-	t.Helper()
-	cfg.Jitter = -1 // no jitter: exact deadlines
-	st, err := cfg.resolve()
-	require.NoError(t, err)
-	var g gate
-	for i, s := range steps {
-		where := fmt.Sprintf("step %d (%s at %v)", i, s.do, s.at)
-		var r reaction
-		switch s.do {
-		case "429", "503":
-			o := &outcome{class: classify.Throttled}
-			if s.do == "503" {
-				o.class = classify.Overloaded
-			}
-			if s.ra >= 0 {
-				o.retryAfter, o.hasRA = s.ra, true
-			}
-			g.signal(s.at, o, !s.tail, 2, st, &r)
-		case "ok":
-			g.succeeded(s.probe)
-		case "403":
-			g.blocked(s.at, st.def.Block, &r)
-		case "tick":
-			g.tick(s.at)
-		case "unpark":
-			g.unpark(s.at)
-		default:
-			t.Fatalf("%s: unknown step", where)
-		}
-		if s.pausedUntil != 0 {
-			assert.Equal(t, s.pausedUntil, g.pausedUntil, "%s: paused until", where)
-			assert.Equal(t, s.reason, g.reason, "%s: reason", where)
-		}
-		if s.breaker != "" {
-			assert.Equal(t, s.breaker, g.breaker.String(), "%s: breaker", where)
-		}
-		why, refused := g.refuse(s.at, st.MaxPause)
-		switch {
-		case s.refused != nil:
-			if assert.True(t, refused, "%s: refused", where) {
-				assert.ErrorIs(t, why.err, s.refused, "%s", where)
-			}
-		case s.sends:
-			assert.False(t, refused, "%s: not refused", where)
-		}
-	}
-}
-
-const sec = time.Second
-
-func TestGatePauses(t *testing.T) {
-	for name, steps := range map[string][]gateStep{
-		"Retry-After pauses the scope; the longest wins": {
-			{at: 0, do: "429", ra: 3 * sec, pausedUntil: 3 * sec, reason: PauseRetryAfter},
-			{at: sec, do: "429", ra: sec, tail: true, pausedUntil: 3 * sec, reason: PauseRetryAfter},
-			{at: sec, do: "429", ra: 5 * sec, tail: true, pausedUntil: 6 * sec, reason: PauseRetryAfter},
-		},
-		"Retry-After: 0 is the minimum, never a zero-wait loop": {
-			{at: 0, do: "429", ra: 0, pausedUntil: 500 * time.Millisecond, reason: PauseRetryAfter},
-		},
-		"a throttle without Retry-After backs off for two intervals; fresh ones double it": {
-			{at: 0, do: "429", ra: -1, pausedUntil: sec, reason: PauseBackoff},
-			{at: 2 * sec, do: "429", ra: -1, pausedUntil: 4 * sec, reason: PauseBackoff},
-			{at: 5 * sec, do: "429", ra: -1, pausedUntil: 9 * sec, reason: PauseBackoff},
-		},
-		"the tail of a burst adds nothing": {
-			{at: 0, do: "429", ra: -1, pausedUntil: sec, reason: PauseBackoff},
-			{at: 10 * time.Millisecond, do: "429", ra: -1, tail: true, pausedUntil: sec, reason: PauseBackoff},
-			{at: 2 * sec, do: "429", ra: -1, pausedUntil: 4 * sec, reason: PauseBackoff}, // the second fresh one
-		},
-		"a first overload without Retry-After does not pause; the second backs off": {
-			{at: 0, do: "503", ra: -1, sends: true},
-			{at: sec, do: "503", ra: -1, pausedUntil: 3 * sec, reason: PauseBackoff},
-		},
-		"a pause longer than MaxPause refuses at once": {
-			{at: 0, do: "429", ra: time.Hour, pausedUntil: time.Hour, reason: PauseRetryAfter, refused: ErrPaused},
-			{at: time.Hour - 3*time.Minute, do: "tick", refused: ErrPaused},
-			{at: time.Hour - 2*time.Minute, do: "tick", sends: true}, // a wait of MaxPause, no longer
-		},
-	} {
-		t.Run(name, func(t *testing.T) { playGate(t, Config{}, steps) })
-	}
-}
-
-func TestGateBreaker(t *testing.T) {
-	steps := []gateStep{}
-	for i := range 5 {
-		steps = append(steps, gateStep{at: time.Duration(i) * 100 * sec, do: "429", ra: sec, breaker: "closed"})
-		steps = append(steps, gateStep{at: time.Duration(i)*100*sec + time.Millisecond, do: "429", ra: sec, tail: true, breaker: "closed"})
-	}
-	steps = append(steps,
-		gateStep{at: 500 * sec, do: "429", ra: sec, breaker: "open", pausedUntil: 530 * sec, reason: PauseBreaker},
-		gateStep{at: 529 * sec, do: "tick", breaker: "open"},
-		gateStep{at: 530 * sec, do: "tick", breaker: "half-open", sends: true},
-		gateStep{at: 531 * sec, do: "ok", breaker: "half-open"}, // not the probe
-		gateStep{at: 531 * sec, do: "ok", probe: true, breaker: "closed"},
-	)
-	playGate(t, Config{}, steps)
-
-	var g gate
-	g.breaker = BreakerHalfOpen
-	assert.Equal(t, 1, g.limit(8), "half-open: one at a time")
-	assert.True(t, g.ready())
-	g.probeOut = true
-	assert.False(t, g.ready(), "the probe is out")
-}
-
-func TestGateParks(t *testing.T) {
-	t.Run("after three blocks in a row, for ParkFor", func(t *testing.T) {
-		playGate(t, Config{Default: Rule{Block: BlockPolicy{Threshold: 3, ParkFor: time.Minute}}}, []gateStep{
-			{at: 0, do: "403", sends: true},
-			{at: sec, do: "403", sends: true},
-			{at: 2 * sec, do: "ok", sends: true}, // a success resets the row
-			{at: 3 * sec, do: "403", sends: true},
-			{at: 4 * sec, do: "403", sends: true},
-			{at: 5 * sec, do: "403", refused: ErrBlocked},
-			{at: 64 * sec, do: "tick", refused: ErrBlocked},
-			{at: 65 * sec, do: "tick", sends: true},
-		})
-	})
-	t.Run("until Unpark", func(t *testing.T) {
-		playGate(t, Config{Default: Rule{Block: BlockPolicy{Threshold: 1, ParkFor: -1}}}, []gateStep{
-			{at: 0, do: "403", refused: ErrBlocked},
-			{at: 1000 * time.Hour, do: "tick", refused: ErrBlocked},
-			{at: 1000 * time.Hour, do: "unpark", sends: true},
-		})
-	})
-	t.Run("never, with a negative threshold", func(t *testing.T) {
-		playGate(t, Config{Default: Rule{Block: BlockPolicy{Threshold: -1}}}, []gateStep{
-			{at: 0, do: "403", sends: true}, {at: 0, do: "403", sends: true}, {at: 0, do: "403", sends: true}, {at: 0, do: "403", sends: true},
-		})
-	})
-}
-
-func TestGateJitter(t *testing.T) {
-	st, err := Config{}.resolve()
-	require.NoError(t, err)
-	var g gate
-	for range 1000 {
-		j := g.jitter(3*sec, st)
-		require.GreaterOrEqual(t, j, time.Duration(0))
-		require.Less(t, j, 300*time.Millisecond, "10 % of the pause")
-		require.Less(t, g.jitter(time.Hour, st), sec, "at most 1 s")
-	}
-	st.Jitter = -1
-	assert.Zero(t, g.jitter(time.Hour, st))
-}
-
-// A Retry-After equal to MaxPause is waited out, not refused: the rule
-// ("above MaxPause fails at once") is judged on the server's value, and
-// the jitter added to the pause never turns an honoured wait into a
-// refusal, whether the pause was decided here or adopted from the fleet's
-// store. (Before, 120 with the default MaxPause, and 10 with MaxPause 10 s,
-// failed with ErrPaused for seeds 1–3.)
-func TestRetryAfterAtMaxPauseIsWaited(t *testing.T) {
-	for _, tc := range []struct {
-		ra              string
-		pause, maxPause time.Duration
-	}{{"120", 120 * time.Second, 0}, {"10", 10 * time.Second, 10 * time.Second}} {
-		for seed := uint64(1); seed <= 3; seed++ {
-			t.Run(fmt.Sprintf("Retry-After %s seed %d", tc.ra, seed), func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) {
-					var refuse atomic.Bool // the next request gets the 429
-					rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-						if refuse.Swap(false) {
-							return &http.Response{StatusCode: 429, Header: http.Header{"Retry-After": {tc.ra}}, Body: http.NoBody, Request: r}, nil
-						}
-						return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
-					})
-					store := &fleet.MemoryStore{}
-					opts := []Option{WithStore(store), WithDefault(Rule{MaxRetries: -1})}
-					if tc.maxPause > 0 {
-						opts = append(opts, WithMaxPause(tc.maxPause))
-					}
-					here := &http.Client{Transport: NewTransport(rt, append(opts, WithJitterSeed(seed))...)}
-					// another process of the fleet, with a jitter of its own
-					there := &http.Client{Transport: NewTransport(rt, append(opts, WithJitterSeed(seed+100))...)}
-					get := func(c *http.Client, path string) (int, error) {
-						resp, err := c.Get("http://a.test" + path)
-						if err != nil {
-							return 0, err
-						}
-						resp.Body.Close()
-						return resp.StatusCode, nil
-					}
-					code, err := get(there, "/page/0") // its scope exists when the pause is shared
-					require.NoError(t, err)
-					require.Equal(t, 200, code)
-					refuse.Store(true)
-					code, err = get(here, "/page/1")
-					require.NoError(t, err)
-					require.Equal(t, 429, code)
-
-					start := time.Now()
-					code, err = get(there, "/page/2")
-					assert.NoError(t, err, "the pause adopted from the store is waited out")
-					assert.Equal(t, 200, code)
-					code, err = get(here, "/page/3")
-					assert.NoError(t, err, "the pause decided here is waited out")
-					assert.Equal(t, 200, code)
-					assert.GreaterOrEqual(t, time.Since(start), tc.pause, "after the pause")
-				})
+// After an overload, additive increase is held for Config.Hold after the
+// pause ends, not for a multiple of the pause; and a breaker opened by
+// overloads leaves no hold behind once it closes.
+func TestOverloadHoldBounded(t *testing.T) {
+	t.Run("retry-after", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var n atomic.Int64
+			origin := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				h := http.Header{}
+				st := 200
+				if n.Add(1) == 1 {
+					st = 503
+					h.Set("Retry-After", "1")
+				}
+				time.Sleep(time.Second)
+				return &http.Response{StatusCode: st, Header: h, Body: io.NopCloser(strings.NewReader("ok")), Request: r}, nil
 			})
+			tr := adaptive.NewTransport(origin, adaptive.WithJitterSeed(1), adaptive.WithDefault(adaptive.Rule{MaxRetries: -1}))
+			client := &http.Client{Transport: tr}
+			start := time.Now()
+			var wg sync.WaitGroup
+			for range 20 {
+				wg.Go(func() {
+					for i := 0; time.Since(start) < 30*time.Second; i++ {
+						_, _ = get(context.Background(), client, "http://a.test/")
+					}
+				})
+			}
+			time.Sleep(2 * time.Second)
+			after, _ := tr.Controller().Snapshot("a.test")
+			time.Sleep(18 * time.Second) // the 1 s pause, the 10 s hold, and some
+			later, _ := tr.Controller().Snapshot("a.test")
+			wg.Wait()
+			assert.Greater(t, later.Limit, after.Limit, "the limit grows again after the hold (%v at 2 s, %v at 20 s)", after.Limit, later.Limit)
+		})
+	})
+	t.Run("breaker", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var n atomic.Int64
+			origin := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				st := 200
+				if n.Add(1) <= 6 {
+					st = 503
+				}
+				time.Sleep(200 * time.Millisecond)
+				return &http.Response{StatusCode: st, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok")), Request: r}, nil
+			})
+			tr := adaptive.NewTransport(origin, adaptive.WithJitterSeed(1), adaptive.WithDefault(adaptive.Rule{MaxRetries: -1}))
+			client := &http.Client{Transport: tr}
+			start := time.Now()
+			var wg sync.WaitGroup
+			var opened atomic.Bool
+			for range 20 {
+				wg.Go(func() {
+					for time.Since(start) < 3*time.Minute {
+						if _, err := get(context.Background(), client, "http://a.test/"); err != nil {
+							time.Sleep(100 * time.Millisecond)
+						}
+						if s, _ := tr.Controller().Snapshot("a.test"); s.Breaker == adaptive.BreakerOpen {
+							opened.Store(true)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			require.True(t, opened.Load(), "six 503s in a row opened the breaker")
+			snap, _ := tr.Controller().Snapshot("a.test")
+			assert.Equal(t, adaptive.BreakerClosed, snap.Breaker)
+			assert.Greater(t, snap.Rate, 2.0, "the rate recovered after the breaker closed")
+			assert.Greater(t, snap.Limit, 1.0, "the limit recovered after the breaker closed")
+		})
+	})
+}
+
+// retryAfterOrigin answers 429 with the given header lines the first time,
+// then 200, recording send times.
+func retryAfterOrigin(times *[]time.Time, mu *sync.Mutex, header http.Header) roundTripFunc {
+	return func(r *http.Request) (*http.Response, error) {
+		mu.Lock()
+		*times = append(*times, time.Now())
+		first := len(*times) == 1
+		mu.Unlock()
+		h := http.Header{}
+		st := 200
+		if first {
+			st = 429
+			for k, vs := range header {
+				for _, v := range vs {
+					h.Add(k, v)
+				}
+			}
 		}
+		return &http.Response{StatusCode: st, Header: h, Body: io.NopCloser(strings.NewReader("ok")), Request: r}, nil
+	}
+}
+
+// Retry-After: a list merged by a proxy takes its largest member; delay
+// seconds too large to represent park the scope; an HTTP-date is read
+// against the response's Date (the server's clock), not ours.
+func TestRetryAfterForms(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		header func(now time.Time) http.Header
+		gap    time.Duration // at least, between the 429 and the retry
+		paused bool          // the retry fails fast with ErrPaused
+	}{
+		{"list", func(time.Time) http.Header { return http.Header{"Retry-After": {"3, 5"}} }, 5 * time.Second, false},
+		{"huge", func(time.Time) http.Header { return http.Header{"Retry-After": {"9999999999"}} }, 0, true},
+		{"skewed clock", func(now time.Time) http.Header {
+			server := now.Add(-time.Hour) // the server's clock is an hour behind ours
+			return http.Header{
+				"Date":        {server.UTC().Format(http.TimeFormat)},
+				"Retry-After": {server.Add(30 * time.Second).UTC().Format(http.TimeFormat)},
+			}
+		}, 30 * time.Second, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var mu sync.Mutex
+				var times []time.Time
+				tr := adaptive.NewTransport(retryAfterOrigin(&times, &mu, tc.header(time.Now())), adaptive.WithJitterSeed(1))
+				_, err := get(context.Background(), &http.Client{Transport: tr}, "http://a.test/")
+				mu.Lock()
+				defer mu.Unlock()
+				if tc.paused {
+					assert.ErrorIs(t, err, adaptive.ErrPaused)
+					assert.Len(t, times, 1)
+					return
+				}
+				require.NoError(t, err)
+				require.Len(t, times, 2)
+				assert.GreaterOrEqual(t, times[1].Sub(times[0]), tc.gap)
+			})
+		})
 	}
 }

@@ -1,7 +1,9 @@
 package adaptive_test
 
 import (
+	"bytes"
 	"io"
+	"log/slog"
 	"net/http"
 	"sort"
 	"sync"
@@ -345,5 +347,32 @@ func TestQuotaHeadersPace(t *testing.T) {
 		t.Logf("accepted %d, 429s %d", len(st.Accepted), st.ByStatus[429])
 		assert.Zero(t, st.ByStatus[429])
 		assert.GreaterOrEqual(t, len(st.Accepted), 500)
+	})
+}
+
+// Over a real round trip a window that fills has rate × RTT requests on the
+// wire, and all come back rejected after the RTT: one signal, which must not
+// open the breaker or escalate the backoff.
+func TestRejectionsOverRTT(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{
+			Limit:   fixedWindow(40),
+			Latency: testserver.Latency{RTT: 100 * time.Millisecond},
+		}))
+		var buf bytes.Buffer
+		var mu sync.Mutex
+		logger := slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &buf}, nil))
+		c, ctrl := newCollector(t, srv, adaptive.WithRobots(false), adaptive.WithLogger(logger))
+		crawl(t, c, 40, 60*time.Second, srv.HostURL("a.test"))
+		st := srv.Stats("a.test")
+		good := float64(window(st, 15*time.Second, 60*time.Second)) / 45
+		t.Logf("goodput 15-60 s: %.2f/s (%.1f %% of 40); 429s %d of %d; violations %d", good, good/40*100, st.ByStatus[429], st.Requests, st.PauseViolations)
+		mu.Lock()
+		log := buf.String()
+		mu.Unlock()
+		assert.NotContains(t, log, "breaker-open", "the tail of a burst opened the breaker")
+		assert.Zero(t, st.PauseViolations)
+		assert.GreaterOrEqual(t, good, 0.8*40)
+		assertIdle(t, ctrl)
 	})
 }

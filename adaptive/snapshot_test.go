@@ -13,6 +13,7 @@ import (
 
 	"github.com/colly-polite/polite/adaptive"
 	"github.com/colly-polite/polite/classify"
+	"github.com/colly-polite/polite/testserver"
 )
 
 // record acquires a slot for url on c and records status with header h
@@ -101,5 +102,33 @@ func TestReportKeepsEvictedCounts(t *testing.T) {
 		assert.Equal(t, []uint64{11, 10, 1}, []uint64{ok2, nf2, thr2})
 		assert.Equal(t, 2*time.Second, paused)
 		assert.Equal(t, paused, paused2)
+	})
+}
+
+// Snapshot: the pause reason ends with the pause; RTT is measured to the
+// response headers, not to the end of the body.
+func TestSnapshotAfterPauseAndRTT(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{
+			Limit:     testserver.Limit{Kind: testserver.FixedWindow, N: 1, Window: time.Minute},
+			Excess:    testserver.Excess{FixedRetryAfter: 3 * time.Second},
+			Latency:   testserver.Latency{Base: 10 * time.Millisecond},
+			Adversary: testserver.Adversary{Kind: testserver.DripBody, Bytes: 10, Interval: 100 * time.Millisecond},
+		}))
+		tr := adaptive.NewTransport(srv.Transport(), adaptive.WithJitterSeed(1), adaptive.WithDefault(adaptive.Rule{MaxRetries: -1}))
+		client := &http.Client{Transport: tr}
+		st, err := get(context.Background(), client, srv.HostURL("a.test")+"/page/1")
+		require.NoError(t, err)
+		require.Equal(t, 200, st)
+		snap, _ := tr.Controller().Snapshot("a.test")
+		assert.Equal(t, 10*time.Millisecond, snap.RTT, "RTT to the headers, not the 1 s body")
+		st, err = get(context.Background(), client, srv.HostURL("a.test")+"/page/2")
+		require.NoError(t, err)
+		require.Equal(t, 429, st)
+		snap, _ = tr.Controller().Snapshot("a.test")
+		require.Equal(t, adaptive.PauseRetryAfter, snap.PauseReason)
+		time.Sleep(5 * time.Second)
+		snap, _ = tr.Controller().Snapshot("a.test")
+		assert.Equal(t, adaptive.PauseNone, snap.PauseReason, "the pause has ended")
 	})
 }

@@ -262,3 +262,37 @@ func TestSlowRefusalBodyDoesNotHang(t *testing.T) {
 		})
 	}
 }
+
+// A body that resets or stalls inside the first 16 KiB, seen by the body
+// peek, is a transport failure: every attempt releases its slot, and the
+// host is not locked for the requests that follow.
+func TestPeekFailureReleasesSlot(t *testing.T) {
+	for name, adv := range map[string]testserver.Adversary{
+		"reset": {Kind: testserver.ResetMidBody, Bytes: 100},
+		"stall": {Kind: testserver.DripBody, Bytes: 20 << 10, Interval: time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := testserver.NewTest(t, oneHost(testserver.Policy{Adversary: adv}))
+				ctrl, err := adaptive.New(adaptive.WithConfig(adaptive.Config{
+					Default:          adaptive.Rule{StartConcurrency: 3, MaxConcurrency: 3, InitialRate: 100},
+					BlockBodyMarkers: []string{"access denied"},
+					AttemptTimeout:   2 * time.Second,
+					JitterSeed:       1,
+				}))
+				require.NoError(t, err)
+				client := &http.Client{Transport: ctrl.Transport(srv.Transport())}
+				for i := range 4 {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+					_, err := get(ctx, client, srv.HostURL("a.test")+fmt.Sprintf("/page/%d", i))
+					cancel()
+					require.Error(t, err, "request %d", i)
+					snap, ok := ctrl.Snapshot("a.test")
+					require.True(t, ok)
+					assert.Zero(t, snap.InFlight, "slots held after request %d", i)
+				}
+				assert.Equal(t, 16, srv.Stats("a.test").Requests, "each of 4 requests sent 4 times (3 retries)")
+			})
+		})
+	}
+}

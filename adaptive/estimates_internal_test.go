@@ -11,9 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/colly-polite/polite/adaptive/internal/law"
-	"github.com/colly-polite/polite/fleet"
 )
 
 // sendsInFirstSecond crawls an origin that never says no (10 ms a page)
@@ -86,24 +83,4 @@ func TestAbsurdImportBounded(t *testing.T) {
 			})
 		})
 	}
-}
-
-// A law state in the fleet's store is untrusted too: a rate of 1e308
-// there is taken as law.MaxRate at most (it gave 3,201 sends a second
-// against a 10-ms origin). That the store never raises this process's
-// concurrency limit is TestSharedAndAdopt's, in package law.
-func TestAbsurdSharedStateBounded(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		store := &fleet.MemoryStore{}
-		evil := encodeShared(law.Shared{Rate: 1e308, Estimate: 1e308, Step: 0.03, DownStep: 0.03, Limit: 1e300, Epoch: 1, CEpoch: 1, Phase: law.Steady})
-		_, err := store.Lease(context.Background(), fleet.LeaseRequest{Scope: "a.test", Process: "evil", Rate: 1e6, TTL: time.Minute, Seed: evil})
-		require.NoError(t, err)
-		var sends atomic.Int64
-		tr := NewTransport(tenMillis(&sends), WithStore(store), WithJitterSeed(1))
-		n := sendsInFirstSecond(t, tr, &sends)
-		s, _ := tr.Controller().Snapshot("a.test")
-		t.Logf("%d sends in the first second; rate %.1f, limit %v", n, s.Rate, s.Limit)
-		assert.LessOrEqual(t, n, int64(law.MaxRate+1), "a send at either end of the closed second")
-		require.NoError(t, tr.Controller().Close())
-	})
 }
