@@ -41,6 +41,9 @@ type simProfile struct {
 	// a second for 10-150 ms, everything due meanwhile handled at the
 	// stall's end.
 	Busy float64
+	// Shared: on a busy machine the server runs beside the crawler (as in
+	// a test on one machine), so its answers leave late too.
+	Shared bool
 }
 
 // simWorld is one drawn world. Its zero value (and a nil *simWorld's
@@ -55,6 +58,7 @@ type simWorld struct {
 	driftPer float64 // seconds
 	driftPh  float64
 	busy     bool
+	shared   bool       // the server's answers are late too
 	lateMean float64    // ns
 	stalls   []simPause // sorted, disjoint
 }
@@ -78,7 +82,7 @@ func newSimWorld(p simProfile, seed uint64, d time.Duration) *simWorld {
 		w.driftPh = 2 * math.Pi * r.Float64()
 	}
 	if p.Busy > 0 && r.Float64() < p.Busy {
-		w.busy = true
+		w.busy, w.shared = true, p.Shared
 		w.lateMean = float64(500*time.Microsecond) + float64(2500*time.Microsecond)*r.Float64()
 		every := 1 / (0.5 + 1.5*r.Float64()) // seconds between stalls, on average
 		longest := 10 + 140*r.Float64()      // ms
@@ -199,6 +203,9 @@ func (f *simFront) arrive(a int64) (bool, int64, int, int64) {
 		leave -= ph
 		if !includesCosts {
 			leave += svc
+		}
+		if f.w.shared {
+			leave = max(f.w.late(leave), a)
 		}
 		return true, leave, 200, 0
 	}
