@@ -21,10 +21,9 @@ func simKinds(rtt time.Duration) []simScenario {
 	ms := time.Millisecond
 	worlds := simProfile{Phase: time.Second, RTTJitter: 0.2, CostSpread: 0.3, Drift: 0.1, Busy: 0.3}
 	base := simScenario{RTT: rtt, Workers: 40, Duration: 120 * time.Second, JudgeFrom: 20 * time.Second, Seed: 1, World: worlds}
-	constant := func(c float64) func(time.Duration) float64 { return func(time.Duration) float64 { return c } }
 	with := func(name string, capacity float64, adm func() simLimiter, cost simCost, status int, ra int64) simScenario {
 		s := base
-		s.Name, s.Capacity = name, constant(capacity)
+		s.Name, s.Capacity = name, simConstant(capacity)
 		s.Steps = []simStep{{0, simFronted(adm, cost, status, ra)}}
 		return s
 	}
@@ -119,7 +118,7 @@ func simCrawlKind(rtt time.Duration, worlds simProfile, dispatch simDispatch) si
 	sec := int64(time.Second)
 	ms := time.Millisecond
 	host := func(name string, capacity float64, adm func() simLimiter, cost time.Duration) simHost {
-		return simHost{Name: name, Pages: 300, Capacity: func(time.Duration) float64 { return capacity },
+		return simHost{Name: name, Pages: 300, Capacity: simConstant(capacity),
 			Steps: []simStep{{0, simFronted(adm, simConstCost(cost), 0, 0)}}}
 	}
 	hosts := []simHost{
@@ -135,6 +134,22 @@ func simCrawlKind(rtt time.Duration, worlds simProfile, dispatch simDispatch) si
 	worlds.Drift = 0 // d.test's capacity is its cap over its cost
 	return simScenario{Name: name, RTT: rtt, Workers: 40, Duration: simCrawlDeadline(hosts), Seed: 1,
 		World: worlds, Hosts: hosts, Dispatch: dispatch}
+}
+
+// simSeeds is SIM_SEEDS, the number of worlds a printing test runs; it
+// skips the test when unset.
+func simSeeds(t *testing.T) int {
+	n := 0
+	fmt.Sscan(os.Getenv("SIM_SEEDS"), &n)
+	if n == 0 {
+		t.Skip("SIM_SEEDS=10 to run")
+	}
+	return n
+}
+
+// simConstant is a capacity that does not change.
+func simConstant(c float64) func(time.Duration) float64 {
+	return func(time.Duration) float64 { return c }
 }
 
 // simCell is one family at one RTT over seeds 1..n: its worst and median
@@ -207,11 +222,7 @@ func simTable(cells []simCell, n int) string {
 // ./adaptive -run TestSimWorlds -v): the figures docs/harness.md quotes.
 // The old families' worlds vary the gate's jitter only, as in TestSimSpread.
 func TestSimWorlds(t *testing.T) {
-	n := 0
-	fmt.Sscan(os.Getenv("SIM_SEEDS"), &n)
-	if n == 0 {
-		t.Skip("SIM_SEEDS=10 to run")
-	}
+	n := simSeeds(t)
 	st := simSettings(t)
 	t.Log("\nkinds (sim_kinds_test.go):\n" + simTable(simMatrix(simKinds, simRTTs, n, st), n))
 	t.Log("\nfamilies (sim_families_test.go):\n" + simTable(simMatrix(simFamilies, simRTTs, n, st), n))
@@ -221,11 +232,7 @@ func TestSimWorlds(t *testing.T) {
 // latest finish over SIM_SEEDS worlds against each host's ideal
 // (SIM_SEEDS=10 go test ./adaptive -run TestSimCrawl -v).
 func TestSimCrawl(t *testing.T) {
-	n := 0
-	fmt.Sscan(os.Getenv("SIM_SEEDS"), &n)
-	if n == 0 {
-		t.Skip("SIM_SEEDS=10 to run")
-	}
+	n := simSeeds(t)
 	st := simSettings(t)
 	var b strings.Builder
 	fmt.Fprintf(&b, "| crawl | RTT | host | ideal | finish, median of %d | latest | rejected, median |\n|---|--:|---|--:|--:|--:|--:|\n", n)
