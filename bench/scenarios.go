@@ -247,7 +247,7 @@ var crawlSites = []crawlSite{
 			Latency: testserver.Latency{Base: 100 * time.Millisecond}}},
 }
 
-// The harness's kinds, W1-W10 (go run ./bench -kinds): the servers the law
+// The harness's kinds, W1-W11 (go run ./bench -kinds): the servers the law
 // was measured failing on, as the simulator's kinds (adaptive's
 // sim_kinds_test.go) model them, over a round trip on the wire. They run
 // adaptive and the static 10-worker rule the measurements compared it
@@ -275,6 +275,19 @@ var kinds = []scenario{
 	},
 	wireKind("W10", "limit_req 10/s burst 5 answering 503 without Retry-After, 100 ms, 200 ms on the wire", 10,
 		limitReq(10, 5, 100*time.Millisecond, testserver.Excess{Status: 503, RetryAfter: testserver.RetryAfterNone})),
+	spreadKind(),
+}
+
+// spreadKind is W11: W1's limiter before pages whose cost spreads
+// uniformly over 200-500 ms (350 ms on average, never overloaded), with no
+// round trip on the wire: the world the simulator finds the latency knee
+// mistaking for a queue.
+func spreadKind() scenario {
+	p := limitReq(30, 10, 200*time.Millisecond, testserver.Excess{FixedRetryAfter: time.Second})
+	p.Latency.Jitter = 300 * time.Millisecond
+	sc := wireKind("W11", "limit_req 30/s burst 10, Retry-After 1, pages of 200-500 ms (uniform), no round trip on the wire", 30, p)
+	sc.wire = 0
+	return sc
 }
 
 // kindWire is the round trip the kinds put on the wire, as measured.
