@@ -19,18 +19,19 @@ import (
 )
 
 // run crawls one cell and measures it.
-func run(ctx context.Context, sc *scenario, ct *contender, cfg cellConfig) (result, error) {
+func run(ctx context.Context, sc *scenario, ct *contender, cfg cellConfig) (res result, err error) {
 	if sc.crawl != nil {
 		return runCrawl(ctx, sc, ct, cfg)
 	}
 	n := sc.runLength(cfg.d)
-	res := newResult(sc, ct, cfg)
+	res = newResult(sc, ct, cfg)
 	if sc.busy {
 		b, err := startBurner(n + 30*time.Second)
 		if err != nil {
 			res.Err = err.Error()
 			return res, err
 		}
+		// res is the named result: the load's share lands in the row
 		defer func() { p := b.stop(); res.BurnerCPU = &p }()
 	}
 	rg, err := newRig(ctx, sc.hosts(n), ct, cfg, sc.wire, colly.AllowURLRevisit())
