@@ -207,7 +207,7 @@ func simMatrix(families func(time.Duration) []simScenario, rtts []time.Duration,
 // simTable renders cells as the table docs/harness.md holds.
 func simTable(cells []simCell, n int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| kind | RTT | goodput, median of %d worlds | worst (seed) | rejected, median | worst | violations | breaker opened | refused |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n", n)
+	fmt.Fprintf(&b, "| kind | RTT | goodput, median of %d worlds | worst (seed) | rejected, median | worst | violations, all worlds | breaker opened, all worlds | refused, all worlds |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n", n)
 	for _, c := range cells {
 		w, seed := c.worst()
 		fmt.Fprintf(&b, "| %s | %v | %.1f %% | %.1f %% (%d) | %.2f %% | %.2f %% | %d | %d | %d |\n",
