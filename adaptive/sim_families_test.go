@@ -20,7 +20,7 @@ import (
 func simFamilies(rtt time.Duration) []simScenario {
 	ms := int64(time.Millisecond)
 	sec := int64(time.Second)
-	constant := func(c float64) func(time.Duration) float64 { return func(time.Duration) float64 { return c } }
+	constant := simConstant
 	step := func(at time.Duration, a, b float64) func(time.Duration) float64 {
 		return func(t time.Duration) float64 {
 			if t < at {
@@ -197,11 +197,7 @@ func simFleetScope(i uint64) simScenario {
 // range of each figure (SIM_SEEDS=10 go test ./adaptive -run TestSimSpread
 // -v): the noise a law change must beat to count.
 func TestSimSpread(t *testing.T) {
-	n := 0
-	fmt.Sscan(os.Getenv("SIM_SEEDS"), &n)
-	if n == 0 {
-		t.Skip("SIM_SEEDS=10 to run")
-	}
+	n := simSeeds(t)
 	st := simSettings(t)
 	var b strings.Builder
 	fmt.Fprintf(&b, "| family | RTT | goodput over %d seeds (%% of capacity) | rejected |\n|---|---|---|---|\n", n)

@@ -46,6 +46,13 @@ type simScenario struct {
 	Seed      uint64
 	Rule      Rule // the controller's default rule (zero: defaults)
 	Latencies bool // keep every admitted request's latency, for the median
+	// World is what a seed varies besides the gate's jitter (sim_world_test.go);
+	// the zero value varies nothing: the seed is the jitter's alone.
+	World simProfile
+	// Hosts, if set, make the run a whole crawl of several scopes sharing
+	// the Workers (Steps and Capacity are then unused); see simHost.
+	Hosts    []simHost
+	Dispatch simDispatch
 }
 
 // simResult is what one run measured.
@@ -58,9 +65,14 @@ type simResult struct {
 	BreakerOpens              int
 	MedianLatency             time.Duration // admitted requests, arrival to answer (queueing origins)
 	Failed                    int           // requests the controller refused (fail fast)
+	// Crawl is a whole crawl's report (nil for a timed run of one scope).
+	Crawl *simCrawlResult
 }
 
 func (r simResult) share() float64 {
+	if r.Crawl != nil {
+		return r.Crawl.share()
+	}
 	if r.CapacityAvg == 0 {
 		return 0
 	}
@@ -88,8 +100,10 @@ const (
 
 type simEvent struct {
 	t      int64
+	due    int64 // evWake: the time asked for (t is later on a busy machine)
 	kind   uint8
 	status int16
+	host   int32 // the scope's index in a whole crawl; 0 otherwise
 	ra     int64
 	p      stamp
 }
@@ -141,108 +155,189 @@ func simRun(sc simScenario, st *settings) simResult {
 	if err != nil {
 		panic(err)
 	}
-	var c core
-	c.init("sim.test", &r, 0, sc.Seed)
-	return simDrive(sc, st, &c)
+	hosts := sc.Hosts
+	if len(hosts) == 0 {
+		hosts = []simHost{{Name: "sim.test", Steps: sc.Steps, Capacity: sc.Capacity}}
+	}
+	scopes := make([]*simScope, len(hosts))
+	for i, h := range hosts {
+		s := &simScope{host: h, pages: h.Pages, wakeAt: -1}
+		if h.Pages == 0 {
+			s.pages = -1 // endless
+		}
+		s.c.init(h.Name, &r, 0, sc.Seed)
+		scopes[i] = s
+	}
+	return simDrive(sc, st, scopes)
 }
 
-// simDrive is the event loop over one scope's decision core.
-func simDrive(sc simScenario, st *settings, s *core) simResult {
+// simScope is one scope of a run: its decision core, the server's limiter
+// in front of it, and what was measured there.
+type simScope struct {
+	host     simHost
+	c        core
+	lim      simLimiter
+	step     int
+	waiting  int   // workers waiting on this scope (fifo dispatch)
+	wakeAt   int64 // the earliest evWake pending, -1: none
+	refusing bool  // ready dispatch: refused at once, tried again by an evRejoin
+	pauses   []simPause
+	breakerW BreakerState
+	pages    int // pages not yet handed to a worker; -1: endless
+	fetched  int
+	last     int64 // the last answer's time
+	res      simResult
+	lat      []time.Duration
+}
+
+// simDrive is the event loop over the scopes' decision cores.
+func simDrive(sc simScenario, st *settings, scopes []*simScope) simResult {
 	var (
-		q        simQueue
-		res      simResult
-		waiting  = sc.Workers
-		lim      = sc.Steps[0].New()
-		step     = 1
-		end      = int64(sc.Duration)
-		from     = int64(sc.JudgeFrom)
-		half     = int64(sc.RTT) / 2
-		wakeAt   = int64(-1) // the earliest evWake pending, -1: none
-		pauses   []simPause
-		lat      []time.Duration
-		breakerW = s.gate.breaker
+		q     simQueue
+		end   = int64(sc.Duration)
+		from  = int64(sc.JudgeFrom)
+		half  = int64(sc.RTT) / 2
+		w     = newSimWorld(sc.World, sc.Seed, sc.Duration)
+		crawl = len(sc.Hosts) > 0
+		pool  = sc.Workers // ready dispatch: the workers free for any scope
+		rr    int          // fifo dispatch: the host of the next URL handed out
+		done  int          // hosts whose pages are all fetched
 	)
+	for _, s := range scopes {
+		s.lim = s.host.Steps[0].New()
+		s.step = 1
+		s.breakerW = s.c.gate.breaker
+		w.serve(s.lim)
+	}
 	push := q.push
-	// pump hands out every send the scope allows at t.
-	pump := func(t int64) {
+	// next hands a free worker the next URL of the crawl (fifo): the hosts
+	// in turn, as a crawler seeded at each host's index discovers them.
+	next := func() {
+		for range scopes {
+			s := scopes[rr]
+			rr = (rr + 1) % len(scopes)
+			if s.pages != 0 {
+				if s.pages > 0 {
+					s.pages--
+				}
+				s.waiting++
+				return
+			}
+		}
+	}
+	for range sc.Workers {
+		if sc.Dispatch == simFIFO {
+			next()
+		}
+	}
+	// pump hands out every send scope i allows at t.
+	pump := func(i int, t int64) {
+		s := scopes[i]
 		now := time.Duration(t)
-		for waiting > 0 {
-			d := s.decide(now, st)
+		waiting := &s.waiting
+		if sc.Dispatch == simReady {
+			if s.refusing || s.pages == 0 {
+				return
+			}
+			waiting = &pool
+		}
+		for *waiting > 0 {
+			d := s.c.decide(now, st)
 			switch d.kind {
 			case fail:
-				waiting--
-				res.Failed++
-				push(simEvent{t: t + int64(100*time.Millisecond), kind: evRejoin})
+				s.res.Failed++
+				if sc.Dispatch == simReady {
+					s.refusing = true
+					push(simEvent{t: w.late(t + int64(100*time.Millisecond)), kind: evRejoin, host: int32(i)})
+					return
+				}
+				*waiting--
+				push(simEvent{t: w.late(t + int64(100*time.Millisecond)), kind: evRejoin, host: int32(i)})
 				continue
 			case waitUntil:
-				if w := int64(d.wake); wakeAt < 0 || w < wakeAt {
-					wakeAt = w
-					push(simEvent{t: w, kind: evWake})
+				if wk := int64(d.wake); s.wakeAt < 0 || wk < s.wakeAt {
+					s.wakeAt = wk
+					push(simEvent{t: w.late(wk), due: wk, kind: evWake, host: int32(i)})
 				}
 				return
 			case waitRelease:
 				return
 			}
-			p := s.take(now)
-			waiting--
-			res.AllSends++
+			p := s.c.take(now)
+			*waiting--
+			if sc.Dispatch == simReady && s.pages > 0 {
+				s.pages--
+			}
+			s.res.AllSends++
 			if simTrace != nil {
 				simTrace(t, "send")
 			}
-			a := t + half // arrival at the server
-			for step < len(sc.Steps) && a >= int64(sc.Steps[step].At) {
-				lim = sc.Steps[step].New()
-				step++
+			up, down := w.halves(half)
+			a := t + up // arrival at the server
+			for s.step < len(s.host.Steps) && a >= int64(s.host.Steps[s.step].At) {
+				s.lim = s.host.Steps[s.step].New()
+				w.serve(s.lim)
+				s.step++
 			}
-			ok, leave, status, ra := lim.arrive(a)
+			ok, leave, status, ra := s.lim.arrive(a)
 			judged := a >= from && a < end
 			if judged {
-				res.Sends++
+				s.res.Sends++
 			}
-			for _, w := range pauses {
-				if a > w.from && a < w.to {
-					res.Violations++
+			for _, pw := range s.pauses {
+				if a > pw.from && a < pw.to {
+					s.res.Violations++
 					break
 				}
 			}
 			if ok {
 				if judged {
-					res.Accepted++
+					s.res.Accepted++
 					if sc.Latencies {
-						lat = append(lat, time.Duration(leave-a))
+						s.lat = append(s.lat, time.Duration(leave-a))
 					}
 				}
-				push(simEvent{t: leave + half, kind: evAnswer, status: 200, p: p})
+				push(simEvent{t: w.late(leave + down), kind: evAnswer, status: 200, host: int32(i), p: p})
 				continue
 			}
 			if judged {
-				res.Rejected++
+				s.res.Rejected++
 			}
 			if ra > 0 {
-				// the client learns at a+half; what it sends then
-				// arrives at a+2·half at the earliest
-				pauses = prune(pauses, a)
-				pauses = append(pauses, simPause{from: a + 2*half, to: a + 2*half + ra*int64(time.Second)})
+				// the client learns at a+down; what it sends then
+				// arrives at a+down+half at the earliest
+				s.pauses = prune(s.pauses, a)
+				s.pauses = append(s.pauses, simPause{from: a + down + half, to: a + down + half + ra*int64(time.Second)})
 			}
-			push(simEvent{t: a + half, kind: evAnswer, status: int16(status), ra: ra, p: p})
+			push(simEvent{t: w.late(a + down), kind: evAnswer, status: int16(status), ra: ra, host: int32(i), p: p})
 		}
 	}
-	pump(0)
+	pumpAll := func(t int64) {
+		for i := range scopes {
+			pump(i, t)
+		}
+	}
+	pumpAll(0)
 	for len(q) > 0 {
 		e := q.pop()
 		if e.t >= end {
 			break
 		}
+		s := scopes[e.host]
 		switch e.kind {
 		case evWake:
-			if e.t == wakeAt {
-				wakeAt = -1
+			if e.due == s.wakeAt {
+				s.wakeAt = -1
 			}
 		case evRejoin:
-			waiting++
+			if sc.Dispatch == simReady {
+				s.refusing = false
+			} else {
+				s.waiting++
+			}
 		case evAnswer:
 			if simTrace != nil {
-				simTrace(e.t, fmt.Sprintf("answer %d ra %d | rate %.3f lo %.3f %s limit %.1f inflight %d", e.status, e.ra, s.pace.rate(), s.law.Estimate(), s.law.Phase(), s.law.Limit(), s.inflight))
+				simTrace(e.t, fmt.Sprintf("answer %d ra %d | rate %.3f lo %.3f %s limit %.1f inflight %d", e.status, e.ra, s.c.pace.rate(), s.c.law.Estimate(), s.c.law.Phase(), s.c.law.Limit(), s.c.inflight))
 			}
 			now := time.Duration(e.t)
 			o := outcome{status: int(e.status), rtt: now - e.p.Sent}
@@ -251,34 +346,62 @@ func simDrive(sc simScenario, st *settings, s *core) simResult {
 				o.class = classify.Success
 			case 429:
 				o.class = classify.Throttled
+			case 403:
+				o.class = classify.Blocked
 			default:
 				o.class = classify.Overloaded
 			}
 			if e.ra > 0 {
 				o.retryAfter, o.hasRA = time.Duration(e.ra)*time.Second, true
 			}
-			s.record(now, e.p, &o, st)
-			if s.gate.breaker == BreakerOpen && breakerW != BreakerOpen {
-				res.BreakerOpens++
+			s.c.record(now, e.p, &o, st)
+			if s.c.gate.breaker == BreakerOpen && s.breakerW != BreakerOpen {
+				s.res.BreakerOpens++
 			}
-			breakerW = s.gate.breaker
-			waiting++
+			s.breakerW = s.c.gate.breaker
+			s.last = e.t
+			switch {
+			case sc.Dispatch == simReady:
+				pool++
+				if e.status == 200 {
+					s.fetched++
+				} else if s.pages >= 0 {
+					s.pages++ // the page goes back to its host's queue
+				}
+			case e.status != 200:
+				s.waiting++ // the worker retries its page on the same scope
+			default:
+				s.fetched++
+				next()
+			}
+			if crawl && e.status == 200 && s.fetched == s.host.Pages {
+				done++
+			}
 		}
-		pump(e.t)
+		if crawl && done == len(scopes) {
+			end = e.t // the crawl is over
+			break
+		}
+		pumpAll(e.t)
 	}
+	if crawl {
+		return simCrawlReport(sc, scopes, end)
+	}
+	s := scopes[0]
+	res := s.res
 	span := (sc.Duration - sc.JudgeFrom).Seconds()
 	res.Goodput = float64(res.Accepted) / span
 	// the capacity averaged over the window, in 100 ms steps
 	var c float64
 	n := 0
 	for t := sc.JudgeFrom; t < sc.Duration; t += 100 * time.Millisecond {
-		c += sc.Capacity(t)
+		c += s.host.Capacity(t)
 		n++
 	}
 	res.CapacityAvg = c / float64(n)
-	if len(lat) > 0 {
-		slices.Sort(lat)
-		res.MedianLatency = lat[len(lat)/2]
+	if len(s.lat) > 0 {
+		slices.Sort(s.lat)
+		res.MedianLatency = s.lat[len(s.lat)/2]
 	}
 	return res
 }

@@ -7,7 +7,8 @@ import (
 )
 
 // TestSimDump writes every simulator result, in full, for seeds 1–10 of
-// every family at every round trip, and of 200 scopes of the scale run, to
+// every family and every kind at every round trip, and of 200 scopes of the
+// scale run, to
 // the file SIM_DUMP names: the proof that a change which must not move what
 // is sent and when did not (diff the files before and after).
 func TestSimDump(t *testing.T) {
@@ -28,6 +29,20 @@ func TestSimDump(t *testing.T) {
 				sc := simFamilies(rtt)[i]
 				sc.Seed = seed
 				fmt.Fprintf(f, "%s @ %v seed %d: %+v\n", sc.Name, rtt, seed, raw(simRun(sc, st)))
+			}
+		}
+	}
+	for _, rtt := range simRTTs {
+		for i := range simKinds(rtt) {
+			for seed := uint64(1); seed <= 10; seed++ {
+				sc := simKinds(rtt)[i]
+				sc.Seed = seed
+				r := simRun(sc, st)
+				fmt.Fprintf(f, "%s @ %v seed %d: %+v", sc.Name, rtt, seed, raw(r))
+				if r.Crawl != nil {
+					fmt.Fprintf(f, " %+v", *r.Crawl)
+				}
+				fmt.Fprintln(f)
 			}
 		}
 	}

@@ -1,22 +1,16 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
-	"time"
-
-	"github.com/colly-polite/polite/internal/demo"
 )
 
 // A real-time benchmark on a small shared machine measures whatever else
 // runs beside it. cpuSample reads, from Linux's /proc, the CPU time every
 // process has used and the CPU time this one has used, so that a cell can
-// say how much of the machine others took while it ran (and the harness can
-// wait for a quiet moment before a cell). Elsewhere ok is false and the
-// figures are left out.
+// say how much of the machine others took while it ran: information, since
+// every run counts. Elsewhere ok is false and the figures are left out.
 type cpuSample struct {
 	total, busy, self uint64 // clock ticks
 	ok                bool
@@ -87,27 +81,4 @@ func foreign(a, b cpuSample) (pct float64, ok bool) {
 	}
 	other := float64(b.busy-a.busy) - float64(b.self-a.self)
 	return max(other, 0) / float64(b.total-a.total) * 100, true
-}
-
-// waitQuiet waits until other processes use less than limit percent of the
-// machine over one second, for at most patience. It reports the share it
-// last saw and whether the machine was quiet.
-func waitQuiet(ctx context.Context, limit float64, patience time.Duration) (float64, bool) {
-	deadline := time.Now().Add(patience)
-	said := false
-	for {
-		a := readCPU()
-		demo.Sleep(ctx, time.Second)
-		p, ok := foreign(a, readCPU())
-		if !ok || p < limit || ctx.Err() != nil {
-			return p, true
-		}
-		if time.Now().After(deadline) {
-			return p, false
-		}
-		if !said {
-			fmt.Fprintf(os.Stderr, "  (other processes use %.0f %% of the CPU: waiting up to %v for a quiet moment)\n", p, patience)
-			said = true
-		}
-	}
 }

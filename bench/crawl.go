@@ -65,14 +65,14 @@ func crawlDeadline(sites []crawlSite, pages int) time.Duration {
 // every host and follows the links of their sites until it has visited
 // every page (Colly visits each URL once), or until the deadline.
 func runCrawl(ctx context.Context, sc *scenario, ct *contender, cfg cellConfig) (result, error) {
-	res := result{Scenario: sc.name, Contender: ct.name, RTT: cfg.rtt.String()}
+	res := newResult(sc, ct, cfg)
 	hosts := make(map[string]testserver.Policy, len(sc.crawl))
 	for _, s := range sc.crawl {
 		p := s.policy
 		p.Site = testserver.Site{Pages: cfg.pages}
 		hosts[s.host] = p
 	}
-	rg, err := newRig(ctx, hosts, ct, cfg, colly.Async(true))
+	rg, err := newRig(ctx, hosts, ct, cfg, sc.wire, colly.Async(true))
 	if err != nil {
 		res.Err = err.Error()
 		return res, err
@@ -89,7 +89,7 @@ func runCrawl(ctx context.Context, sc *scenario, ct *contender, cfg cellConfig) 
 	}
 	byAddr := make(map[string]*tally, len(sc.crawl))
 	for _, s := range sc.crawl {
-		byAddr[strings.TrimPrefix(srv.HostURL(s.host), "http://")] = &tally{fetched: map[string]bool{}}
+		byAddr[strings.TrimPrefix(rg.base(s.host), "http://")] = &tally{fetched: map[string]bool{}}
 	}
 	note := func(r *colly.Request, ok bool) {
 		t := byAddr[r.URL.Host]
@@ -110,7 +110,7 @@ func runCrawl(ctx context.Context, sc *scenario, ct *contender, cfg cellConfig) 
 
 	start := srv.Elapsed()
 	for _, s := range sc.crawl {
-		if err := c.Visit(srv.HostURL(s.host) + "/"); err != nil {
+		if err := c.Visit(rg.base(s.host) + "/"); err != nil {
 			res.Err = err.Error()
 			return res, err
 		}
@@ -132,7 +132,7 @@ func runCrawl(ctx context.Context, sc *scenario, ct *contender, cfg cellConfig) 
 	res.MaxInFlight = rg.w.max.Load()
 	for _, s := range sc.crawl {
 		st := srv.Stats(s.host)
-		t := byAddr[strings.TrimPrefix(srv.HostURL(s.host), "http://")]
+		t := byAddr[strings.TrimPrefix(rg.base(s.host), "http://")]
 		h := crawlHost{Host: s.host, About: s.about, Capacity: s.capacity, Pages: cfg.pages + 1,
 			Fetched: len(t.fetched), Requests: len(st.Accepted) + len(st.Rejected), Rejected: len(st.Rejected),
 			Violations: st.PauseViolations, Robots: st.Robots}
@@ -151,6 +151,7 @@ func runCrawl(ctx context.Context, sc *scenario, ct *contender, cfg cellConfig) 
 		res.RejectedPct = float64(res.Rejected) / float64(res.Sent) * 100
 	}
 	res.Violations = res.PauseViolations
+	res.GoodputPct = crawlShare(res.Crawl)
 	return res, ctx.Err()
 }
 
@@ -167,4 +168,22 @@ func (r *result) crawlLine() string {
 		fmt.Fprintf(&b, "%s %.1f s (ideal %.1f), lost %d, rejected %.2f %%", h.Host, h.FinishS, h.IdealS, h.Lost, h.RejectedPct)
 	}
 	return b.String()
+}
+
+// crawlShare is a whole crawl's goodput as a share of capacity, in
+// percent: its worst host's ideal time over its finish, scaled by the
+// share of its pages it fetched (as the simulator's whole crawls are
+// judged).
+func crawlShare(hosts []crawlHost) float64 {
+	share := -1.0
+	for _, h := range hosts {
+		s := 0.0
+		if h.FinishS > 0 && h.Pages > 0 {
+			s = h.IdealS / h.FinishS * float64(h.Fetched) / float64(h.Pages) * 100
+		}
+		if share < 0 || s < share {
+			share = s
+		}
+	}
+	return max(share, 0)
 }

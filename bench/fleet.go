@@ -60,8 +60,6 @@ type fleetConfig struct {
 	workers     int // goroutines per host per process
 	robots      bool
 	seed        uint64
-	quiet       float64
-	patience    time.Duration
 	short       bool
 	verbose     bool
 	jsonOut     string
@@ -130,9 +128,6 @@ func fleetMain(ctx context.Context, cfg fleetConfig) int {
 	var results []fleetResult
 	failed := false
 	runCell := func(procs int, down time.Duration) {
-		if cfg.quiet > 0 {
-			waitQuiet(ctx, cfg.quiet, cfg.patience)
-		}
 		r, err := runFleetCell(ctx, cfg, exe, url, rs, procs, down)
 		if err != nil {
 			r.Err = err.Error()

@@ -1,18 +1,41 @@
 // Bench is the benchmark harness of colly-polite: named scenarios (S1–S11)
-// over real loopback sockets against the bundled testserver, each crawled
-// in turn by this library and by what a Colly user would pick instead, and
-// tables of how close each came to the server's hidden capacity and how
-// politely.
+// and the harness's kinds (W1–W11) over real loopback sockets against the
+// bundled testserver, each crawled in turn by this library and by what a
+// Colly user would pick instead, and tables of how close each came to the
+// server's hidden capacity and how politely.
 //
 // Run it from the repository root:
 //
-//	go run ./bench -rtt 0,200ms -rerun 1 -json bench/results.json -v   # the full run: every cell at RTT 0 and at 200 ms (about 70 minutes)
+//	go run ./bench -rtt 0,200ms -json bench/results.json -v   # every cell at RTT 0 and at 200 ms (about 70 minutes)
 //	go run ./bench                          # RTT 0 only, 20 s cells (S10: 80 s), about 35 minutes
 //	go run ./bench -rtt 200ms               # RTT 200 ms only
 //	go run ./bench -duration 12s            # shorter cells
 //	go run ./bench -scenario S1,S2 -contender adaptive,limitrule-10
 //	go run ./bench -json results.json       # the table as JSON too
-//	go run ./bench -short                   # smoke run: 2 s cells, 4 at a time, 20 pages in S11; nothing is judged
+//	go run ./bench -kinds -duration 60s -runs 3 -contender adaptive   # the kinds, three runs each (docs/harness.md)
+//	go run ./bench -short                   # smoke run: 2 s cells, 4 at a time, 20 pages in S11 and W9, S1-S11 and W1-W11; nothing is judged
+//
+// Every run counts. -runs N runs each cell N times (run k with -seed + k -
+// 1 for the server's jitter and the baselines' draws) and prints, after the
+// rows of every run, each cell's median and worst: goodput as a share of
+// capacity (a whole crawl's: its worst host's ideal time over its finish,
+// scaled by the pages it fetched) and the rejected share. The machine's
+// load during each run (other processes' share of the CPU) is reported,
+// never chosen: nothing waits for a quiet machine or keeps the least
+// disturbed run.
+//
+// The kinds W1–W11 are the servers the law was measured failing on (nginx
+// limit_req with Retry-After 1, a sliding window that counts rejections, a
+// page cost that rises without load, a limiter answering 403, limit_conn,
+// a reload to a lower rate, a whole crawl, 503 without Retry-After), as
+// the simulator's kinds model them, each behind a delaying TCP proxy on
+// loopback (proxy.go) that puts a 200-ms round trip on the wire: the
+// request reaches the limiter 100 ms after it left, every answer takes
+// 100 ms back, in order, and a new connection waits a round trip for its
+// handshake. W2 is W1 beside a CPU load on every core, in a child process
+// the bench starts and stops (busy.go). W11 has no wire but pages whose
+// cost spreads over 200-500 ms. They run adaptive and limitrule-10, 40
+// workers (W9: S11's crawl).
 //
 // Each cell (scenario × RTT × contender) gets a fresh server and a fresh
 // Colly collector. In S1–S10 the scenario's number of goroutines call
@@ -145,6 +168,10 @@ func main() {
 		childMain(os.Args[2]) // one process of a fleet cell
 		return
 	}
+	if len(os.Args) == 3 && os.Args[1] == burnFlag {
+		burnMain(os.Args[2]) // the CPU load of a busy-machine cell
+		return
+	}
 	duration := flag.Duration("duration", 20*time.Second, "length of each cell (scenario × contender), on the server's clock; S10 runs 4 times as long")
 	short := flag.Bool("short", false, "smoke run: 2 s cells, 4 at a time, 20 pages in S11 (unless -duration, -parallel or -pages say otherwise); figures are not meaningful and not judged")
 	only := flag.String("scenario", "", "comma-separated scenarios to run (default: all), e.g. S1,S4")
@@ -153,9 +180,8 @@ func main() {
 	pages := flag.Int("pages", 300, "S11: pages per host (besides the index)")
 	jsonOut := flag.String("json", "", "also write the results as JSON to this file")
 	parallel := flag.Int("parallel", 1, "cells to run at once (more than 1 perturbs timing)")
-	quiet := flag.Float64("quiet", 15, "before each cell, wait (up to -patience) until other processes use less than this share of the CPU, in percent; 0: do not wait (sequential runs only)")
-	patience := flag.Duration("patience", 30*time.Second, "the longest wait for a quiet machine before a cell")
-	rerun := flag.Int("rerun", 0, "re-run a cell up to this many times while other processes took more than twice -quiet of the CPU during it; the least perturbed run is kept")
+	runs := flag.Int("runs", 1, "run each cell this many times; every run counts: the table gives each run, then the median and the worst")
+	withKinds := flag.Bool("kinds", false, "run the harness's kinds W1-W11 (the servers the law fails on, 200 ms on the wire) instead of S1-S11")
 	verbose := flag.Bool("v", false, "print each cell's accepted and rejected requests per second of the target host")
 	seed := flag.Uint64("seed", 1, "seed of the baselines' random draws and of the server's latency jitter (adaptive keeps its default random seed)")
 	fleet := flag.String("fleet", "", "fleet mode: comma-separated process counts, e.g. 1,2,4,8: that many processes share one Redis (instead of the scenarios)")
@@ -169,27 +195,36 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		demo.Short(*short, map[string]string{"duration": "3s", "outage": "1s", "outage-procs": "2", "quiet": "0"})
+		demo.Short(*short, map[string]string{"duration": "3s", "outage": "1s", "outage-procs": "2"})
 		demo.Short(true, map[string]string{"duration": "60s"}) // fleet cells are 60 s unless -duration says otherwise
 		if *duration < 2*time.Second || *outage < 0 || *outageProcs < 1 || *fleetWorkers < 1 {
 			log.Fatal("bench: fleet mode needs -duration >= 2s, -outage >= 0, -outage-procs >= 1 and -fleet-workers >= 1")
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		code := fleetMain(ctx, fleetConfig{procs: procs, n: *duration, outage: *outage, outageProcs: *outageProcs,
-			workers: *fleetWorkers, robots: *fleetRobots, seed: *seed, quiet: *quiet, patience: *patience, short: *short, verbose: *verbose, jsonOut: *jsonOut})
+			workers: *fleetWorkers, robots: *fleetRobots, seed: *seed, short: *short, verbose: *verbose, jsonOut: *jsonOut})
 		stop()
 		os.Exit(code)
 	}
-	demo.Short(*short, map[string]string{"duration": "2s", "parallel": "4", "quiet": "0", "rerun": "0", "pages": "20"})
+	demo.Short(*short, map[string]string{"duration": "2s", "parallel": "4", "pages": "20"})
 	if *duration < time.Second {
 		log.Fatal("bench: -duration must be at least 1s")
 	}
-	if *pages < 1 {
-		log.Fatal("bench: -pages must be at least 1")
+	if *pages < 1 || *runs < 1 {
+		log.Fatal("bench: -pages and -runs must be at least 1")
 	}
 	*parallel = max(*parallel, 1)
 
-	scs, err := pick(scenarios, *only, func(s scenario) string { return s.name })
+	// -scenario names any; without it, S1-S11, or W1-W11 with -kinds, or
+	// both in a smoke run
+	set := scenarios
+	switch {
+	case *only != "" || (*short && !*withKinds):
+		set = allScenarios()
+	case *withKinds:
+		set = kinds
+	}
+	scs, err := pick(set, *only, func(s scenario) string { return s.name })
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -214,14 +249,19 @@ func main() {
 	for i := range scs {
 		for _, r := range rtt {
 			for j := range cts {
-				if scs[i].runs(cts[j].name) {
-					cells = append(cells, cell{&scs[i], &cts[j], cellConfig{d: *duration, rtt: r, pages: *pages, seed: *seed}})
+				if !scs[i].runs(cts[j].name) {
+					continue
+				}
+				for k := range *runs {
+					// each run its own seed of the server's jitter and the
+					// baselines' draws
+					cells = append(cells, cell{&scs[i], &cts[j], cellConfig{d: *duration, rtt: r, pages: *pages, seed: *seed + uint64(k), run: k + 1}})
 				}
 			}
 		}
 	}
-	fmt.Fprintf(os.Stderr, "bench: %d cells of %v (S10: %v), RTT %s, %d at a time (%s, %d CPUs)\n",
-		len(cells), *duration, 4**duration, *rtts, *parallel, runtime.Version(), runtime.NumCPU())
+	fmt.Fprintf(os.Stderr, "bench: %d cells of %v (S10: %v), RTT %s, %d run(s) each, %d at a time (%s, %d CPUs)\n",
+		len(cells), *duration, 4**duration, *rtts, *runs, *parallel, runtime.Version(), runtime.NumCPU())
 	began := time.Now()
 	results := make([]result, len(cells))
 	sem := make(chan struct{}, *parallel)
@@ -235,24 +275,14 @@ func main() {
 		wg.Go(func() {
 			defer func() { <-sem }()
 			label := fmt.Sprintf("%-3s rtt %-6v %-15s", cl.sc.name, cl.cfg.rtt, cl.ct.name)
-			var r result
-			var err error
-			for try := 0; try <= *rerun; try++ {
-				if *quiet > 0 && *parallel == 1 {
-					waitQuiet(ctx, *quiet, *patience)
-				}
-				before := readCPU()
-				rr, e := run(ctx, cl.sc, cl.ct, cl.cfg)
-				if p, ok := foreign(before, readCPU()); ok {
-					rr.OthersCPU = &p
-				}
-				if try == 0 || rr.othersCPU() < r.othersCPU() {
-					r, err = rr, e
-				}
-				if e != nil || ctx.Err() != nil || *quiet <= 0 || r.othersCPU() <= 2**quiet || try == *rerun {
-					break
-				}
-				fmt.Fprintf(os.Stderr, "  %s other processes took %.0f %% of the CPU: again\n", label, rr.othersCPU())
+			if *runs > 1 {
+				label += fmt.Sprintf(" run %d", cl.cfg.run)
+			}
+			// every run counts: the machine's load is told, not chosen
+			before := readCPU()
+			r, err := run(ctx, cl.sc, cl.ct, cl.cfg)
+			if p, ok := foreign(before, readCPU()); ok {
+				r.OthersCPU = &p
 			}
 			if err != nil {
 				log.Printf("bench: %s: %v", label, err)
@@ -283,6 +313,10 @@ func main() {
 	fmt.Println()
 	printTable(os.Stdout, results)
 	printCrawl(os.Stdout, results)
+	if *runs > 1 {
+		fmt.Println()
+		printRuns(os.Stdout, results)
+	}
 	fmt.Println()
 	printTargets(os.Stdout, results, *short)
 
@@ -299,10 +333,14 @@ func main() {
 // cellConfig is what a cell takes from the command line.
 type cellConfig struct {
 	d     time.Duration // -duration
-	rtt   time.Duration // the network round trip of every host
+	rtt   time.Duration // the network round trip of every host, at the server
 	pages int           // S11's pages per host
 	seed  uint64
+	run   int // 1..-runs
 }
+
+// allScenarios is S1-S11 and the kinds W1-W11.
+func allScenarios() []scenario { return slices.Concat(scenarios, kinds) }
 
 // pick selects the items named in the comma-separated list (all if empty).
 func pick[T any](all []T, list string, name func(T) string) ([]T, error) {
@@ -344,8 +382,12 @@ func parseRTTs(list string) ([]time.Duration, error) {
 type result struct {
 	Scenario  string `json:"scenario"`
 	Contender string `json:"contender"`
-	// RTT is the network round trip of every host.
-	RTT string `json:"rtt"`
+	// RTT is the network round trip of every host at the server; Wire the
+	// one on the wire in front of it (a delaying proxy), if any.
+	RTT  string `json:"rtt"`
+	Wire string `json:"wire,omitempty"`
+	// Run numbers the runs of one cell (-runs), from 1.
+	Run int `json:"run"`
 	// LengthS is the length of the run, in seconds (S11: of the crawl);
 	// JudgedFromS is where the goodput's window starts.
 	LengthS     float64 `json:"length_s"`
@@ -396,11 +438,22 @@ type result struct {
 	Adaptive *snapshot `json:"adaptive,omitempty"`
 	Err      string    `json:"error,omitempty"`
 	// OthersCPU is the share of the machine's CPU that other processes used
-	// during the cell, in percent (Linux only).
+	// during the cell, in percent (Linux only), the bench's own CPU load
+	// included; BurnerCPU is that load's share, in a busy-machine cell.
 	OthersCPU *float64 `json:"others_cpu_pct,omitempty"`
+	BurnerCPU *float64 `json:"burner_cpu_pct,omitempty"`
 
 	accepted, rejected []time.Duration // of the target host, for -v
 	n                  time.Duration   // the run's length
+}
+
+// newResult is the cell's row before it is measured.
+func newResult(sc *scenario, ct *contender, cfg cellConfig) result {
+	r := result{Scenario: sc.name, Contender: ct.name, RTT: cfg.rtt.String(), Run: cfg.run}
+	if sc.wire > 0 {
+		r.Wire = sc.wire.String()
+	}
+	return r
 }
 
 // perSecond counts ts per second of the run.

@@ -19,13 +19,22 @@ import (
 )
 
 // run crawls one cell and measures it.
-func run(ctx context.Context, sc *scenario, ct *contender, cfg cellConfig) (result, error) {
+func run(ctx context.Context, sc *scenario, ct *contender, cfg cellConfig) (res result, err error) {
 	if sc.crawl != nil {
 		return runCrawl(ctx, sc, ct, cfg)
 	}
 	n := sc.runLength(cfg.d)
-	res := result{Scenario: sc.name, Contender: ct.name, RTT: cfg.rtt.String()}
-	rg, err := newRig(ctx, sc.hosts(n), ct, cfg, colly.AllowURLRevisit())
+	res = newResult(sc, ct, cfg)
+	if sc.busy {
+		b, err := startBurner(n + 30*time.Second)
+		if err != nil {
+			res.Err = err.Error()
+			return res, err
+		}
+		// res is the named result: the load's share lands in the row
+		defer func() { p := b.stop(); res.BurnerCPU = &p }()
+	}
+	rg, err := newRig(ctx, sc.hosts(n), ct, cfg, sc.wire, colly.AllowURLRevisit())
 	if err != nil {
 		res.Err = err.Error()
 		return res, err
@@ -35,7 +44,7 @@ func run(ctx context.Context, sc *scenario, ct *contender, cfg cellConfig) (resu
 	hosts := srv.Hosts()
 	bases := make([]string, len(hosts))
 	for i, h := range hosts {
-		bases[i] = srv.HostURL(h)
+		bases[i] = rg.base(h)
 	}
 
 	// The crawl runs from the server's start (a few milliseconds ago) to n
@@ -74,7 +83,7 @@ func run(ctx context.Context, sc *scenario, ct *contender, cfg cellConfig) (resu
 	}
 	inFlight := rg.w.max.Load()
 	if rg.ctrl != nil {
-		if s, ok := rg.ctrl.Snapshot(adaptive.NormalizeHost("http", strings.TrimPrefix(srv.HostURL(sc.target), "http://"))); ok {
+		if s, ok := rg.ctrl.Snapshot(adaptive.NormalizeHost("http", strings.TrimPrefix(rg.base(sc.target), "http://"))); ok {
 			res.Adaptive = &snapshot{Limit: s.Limit, Rate: s.Rate, Estimate: s.Estimate, Parked: s.Parked}
 		}
 	}
@@ -88,41 +97,74 @@ func run(ctx context.Context, sc *scenario, ct *contender, cfg cellConfig) (resu
 	return res, ctx.Err()
 }
 
-// rig is what a cell crawls with: a fresh server, and a fresh collector
-// on it with the contender installed.
+// rig is what a cell crawls with: a fresh server (behind a delaying proxy
+// per host when the round trip is on the wire), and a fresh collector on
+// it with the contender installed.
 type rig struct {
-	srv    *testserver.Server
-	w      *wire // under the contender: counts the requests on the wire
-	c      *colly.Collector
-	ctrl   *adaptive.Controller // nil but for adaptive
-	ctx    context.Context      // the collector's; cancel ends the crawl
-	cancel context.CancelFunc
+	srv     *testserver.Server
+	proxies map[string]*delayProxy // by host; none without a wire
+	w       *wire                  // under the contender: counts the requests on the wire
+	c       *colly.Collector
+	ctrl    *adaptive.Controller // nil but for adaptive
+	ctx     context.Context      // the collector's; cancel ends the crawl
+	cancel  context.CancelFunc
 }
 
 // newRig starts a server with hosts, each given the network round trip
-// cfg.rtt, and a collector with opts whose requests end with ctx.
-func newRig(ctx context.Context, hosts map[string]testserver.Policy, ct *contender, cfg cellConfig, opts ...colly.CollectorOption) (*rig, error) {
+// cfg.rtt at the server and, if onWire > 0, that round trip on the wire in
+// front of it, and a collector with opts whose requests end with ctx.
+func newRig(ctx context.Context, hosts map[string]testserver.Policy, ct *contender, cfg cellConfig, onWire time.Duration, opts ...colly.CollectorOption) (*rig, error) {
 	for name, p := range hosts {
 		p.Latency.RTT = cfg.rtt
+		p.Latency.ExternalRTT = onWire
 		hosts[name] = p
 	}
 	srv, err := testserver.New(testserver.Config{Hosts: hosts, Network: testserver.Loopback, Seed: int64(cfg.seed)})
 	if err != nil {
 		return nil, err
 	}
-	rg := &rig{srv: srv, w: &wire{next: srv.Transport()}}
-	rg.ctx, rg.cancel = context.WithCancel(ctx)
-	rg.c = colly.NewCollector(append(opts, colly.StdlibContext(rg.ctx))...)
-	if rg.ctrl, err = ct.setup(rg.c, rg.w, cfg.seed); err != nil {
+	rg := &rig{srv: srv, w: &wire{next: srv.Transport()}, proxies: map[string]*delayProxy{}}
+	if onWire > 0 {
+		for _, h := range srv.Hosts() {
+			p, err := startProxy(strings.TrimPrefix(srv.HostURL(h), "http://"), onWire)
+			if err != nil {
+				rg.close()
+				return nil, err
+			}
+			rg.proxies[h] = p
+		}
+	}
+	if err := rg.start(ctx, ct, cfg, opts); err != nil {
 		rg.close()
 		return nil, err
 	}
 	return rg, nil
 }
 
-// close ends the crawl and the server.
+func (rg *rig) start(ctx context.Context, ct *contender, cfg cellConfig, opts []colly.CollectorOption) error {
+	rg.ctx, rg.cancel = context.WithCancel(ctx)
+	rg.c = colly.NewCollector(append(opts, colly.StdlibContext(rg.ctx))...)
+	var err error
+	rg.ctrl, err = ct.setup(rg.c, rg.w, cfg.seed)
+	return err
+}
+
+// base is the URL the crawl reaches host at: its proxy's, or the server's.
+func (rg *rig) base(host string) string {
+	if p := rg.proxies[host]; p != nil {
+		return "http://" + p.Addr()
+	}
+	return rg.srv.HostURL(host)
+}
+
+// close ends the crawl, the proxies and the server.
 func (rg *rig) close() {
-	rg.cancel()
+	if rg.cancel != nil {
+		rg.cancel()
+	}
+	for _, p := range rg.proxies {
+		p.Close()
+	}
 	rg.srv.Close()
 }
 

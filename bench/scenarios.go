@@ -53,6 +53,11 @@ type scenario struct {
 	crawl []crawlSite
 	// contenders, if set, are the only contenders that run the scenario.
 	contenders []string
+	// wire, if set, puts this round trip on the wire: a delaying proxy
+	// (proxy.go) in front of every host, each direction half of it.
+	wire time.Duration
+	// busy runs the cell beside a CPU load on every core (busy.go).
+	busy bool
 }
 
 // maxLatency is adaptive's target for the median latency of a queueing
@@ -240,4 +245,109 @@ var crawlSites = []crawlSite{
 	{host: "d.test", about: "at most 4 in flight (503 above), 100 ms: 40/s", capacity: 40,
 		policy: testserver.Policy{Limit: testserver.Limit{Kind: testserver.Concurrency, MaxConcurrent: 4},
 			Latency: testserver.Latency{Base: 100 * time.Millisecond}}},
+}
+
+// The harness's kinds, W1-W11 (go run ./bench -kinds): the servers the law
+// was measured failing on, as the simulator's kinds (adaptive's
+// sim_kinds_test.go) model them, over a round trip on the wire. They run
+// adaptive and the static 10-worker rule the measurements compared it
+// with.
+var kinds = []scenario{
+	wireKind("W1", "limit_req 30/s burst 10, Retry-After 1, 350 ms, 200 ms on the wire", 30,
+		limitReq(30, 10, 350*time.Millisecond, testserver.Excess{FixedRetryAfter: time.Second})),
+	busyKind(wireKind("W2", "W1 beside a CPU load on every core (a busy machine)", 30,
+		limitReq(30, 10, 350*time.Millisecond, testserver.Excess{FixedRetryAfter: time.Second}))),
+	wireKind("W3", "limit_req 5/s burst 2, Retry-After 1, 10 ms, 200 ms on the wire", 5,
+		limitReq(5, 2, 10*time.Millisecond, testserver.Excess{FixedRetryAfter: time.Second})),
+	wireKind("W4", "sliding window 30/s, rejections count (HAProxy's rate, as an exact log), Retry-After 1, 350 ms, 200 ms on the wire", 30,
+		testserver.Policy{Limit: testserver.Limit{Kind: testserver.SlidingWindow, N: 30, Window: time.Second, CountRejected: true},
+			Latency: testserver.Latency{Base: 350 * time.Millisecond}, Excess: testserver.Excess{FixedRetryAfter: time.Second}}),
+	costKind(),
+	wireKind("W6", "limit_req 30/s burst 10 answering 403 (no Retry-After), 350 ms, 200 ms on the wire", 30,
+		limitReq(30, 10, 350*time.Millisecond, testserver.Excess{Status: 403, RetryAfter: testserver.RetryAfterNone})),
+	wireKind("W7", "limit_conn 8 (503, no Retry-After), 350 ms, 200 ms on the wire: 22.9/s", 8/0.35,
+		testserver.Policy{Limit: testserver.Limit{Kind: testserver.Concurrency, MaxConcurrent: 8},
+			Latency: testserver.Latency{Base: 350 * time.Millisecond}, Excess: testserver.Excess{RetryAfter: testserver.RetryAfterNone}}),
+	dropKind(),
+	{
+		name: "W9", title: "S11's whole crawl (4 hosts, -pages pages each), 200 ms on the wire",
+		crawl: crawlSites, wire: kindWire, contenders: kindContenders,
+	},
+	wireKind("W10", "limit_req 10/s burst 5 answering 503 without Retry-After, 100 ms, 200 ms on the wire", 10,
+		limitReq(10, 5, 100*time.Millisecond, testserver.Excess{Status: 503, RetryAfter: testserver.RetryAfterNone})),
+	spreadKind(),
+}
+
+// spreadKind is W11: W1's limiter before pages whose cost spreads
+// uniformly over 200-500 ms (350 ms on average, never overloaded), with no
+// round trip on the wire: the world the simulator finds the latency knee
+// mistaking for a queue.
+func spreadKind() scenario {
+	p := limitReq(30, 10, 200*time.Millisecond, testserver.Excess{FixedRetryAfter: time.Second})
+	p.Latency.Jitter = 300 * time.Millisecond
+	sc := wireKind("W11", "limit_req 30/s burst 10, Retry-After 1, pages of 200-500 ms (uniform), no round trip on the wire", 30, p)
+	sc.wire = 0
+	return sc
+}
+
+// kindWire is the round trip the kinds put on the wire, as measured.
+const kindWire = 200 * time.Millisecond
+
+var kindContenders = []string{"adaptive", "limitrule-10"}
+
+// limitReq is nginx's limit_req rate=r burst=b nodelay in front of an
+// origin of cost, answering excess as ex says.
+func limitReq(r float64, b int, cost time.Duration, ex testserver.Excess) testserver.Policy {
+	return testserver.Policy{Limit: testserver.Limit{Kind: testserver.TokenBucket, Rate: r, Burst: b},
+		Latency: testserver.Latency{Base: cost}, Excess: ex}
+}
+
+// wireKind is a one-host kind of capacity c behind the wire, crawled by 40
+// workers.
+func wireKind(name, title string, c float64, p testserver.Policy) scenario {
+	return scenario{name: name, title: title, target: "a.test", workers: 40, capacity: constant(c),
+		wire: kindWire, contenders: kindContenders,
+		hosts: func(time.Duration) map[string]testserver.Policy {
+			p := p
+			p.Site = site()
+			return map[string]testserver.Policy{"a.test": p}
+		}}
+}
+
+func busyKind(sc scenario) scenario {
+	sc.busy = true
+	return sc
+}
+
+// costKind is W5: pages of 20 ms until the end of the warm-up, then of
+// 600 ms, never overloaded, behind limit_req 20/s burst 10; judged from a
+// third of the run (5 s into the slow phase of a 60-s cell).
+func costKind() scenario {
+	sc := wireKind("W5", "pages of 20 ms, of 600 ms from a quarter of the run on (never overloaded), limit_req 20/s burst 10, Retry-After 1, 200 ms on the wire", 20,
+		testserver.Policy{})
+	sc.hosts = func(n time.Duration) map[string]testserver.Policy {
+		p := limitReq(20, 10, 20*time.Millisecond, testserver.Excess{FixedRetryAfter: time.Second})
+		p.Latency.Schedule = []testserver.CostStep{{At: n / 4, Base: 600 * time.Millisecond}}
+		p.Site = site()
+		return map[string]testserver.Policy{"a.test": p}
+	}
+	sc.judge = func(n time.Duration) time.Duration { return n / 3 }
+	return sc
+}
+
+// dropKind is W8: limit_req 40/s, reloaded at 10/s at half of the run,
+// 200 ms; judged from 5 s after the drop in a 60-s cell.
+func dropKind() scenario {
+	sc := wireKind("W8", "limit_req 40/s burst 10, reloaded at 10/s at half of the run, Retry-After 1, 200 ms, 200 ms on the wire", 0,
+		testserver.Policy{})
+	ex := testserver.Excess{FixedRetryAfter: time.Second}
+	sc.capacity, sc.change = stepCapacity(40, 10), halfRun
+	sc.hosts = func(n time.Duration) map[string]testserver.Policy {
+		p := limitReq(40, 10, 200*time.Millisecond, ex)
+		p.Schedule = []testserver.Step{{At: halfRun(n), Limit: limitReq(10, 10, 0, ex).Limit}}
+		p.Site = site()
+		return map[string]testserver.Policy{"a.test": p}
+	}
+	sc.judge = func(n time.Duration) time.Duration { return halfRun(n) + n/12 }
+	return sc
 }

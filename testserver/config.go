@@ -157,6 +157,28 @@ type Latency struct {
 	// PerInFlight adds this much per other request in flight: a struggling
 	// origin that slows down under load.
 	PerInFlight time.Duration
+	// Schedule changes the cost of pages over time, without load: from
+	// each step's At (measured from the server's start) on, a request
+	// whose processing starts then takes that step's Base and Jitter
+	// instead (PerInFlight still applies). Steps must have strictly
+	// increasing At >= 0. A crawl that meets fast listing pages for 15 s,
+	// then slow detail pages, is Base 20 ms with the step {At: 15 s, Base:
+	// 600 ms}.
+	Schedule []CostStep
+	// ExternalRTT is a round trip added outside the server, by a network
+	// or a delaying proxy in front of it. The server waits for none of it,
+	// but counts pause violations as if it were part of RTT: a request
+	// that arrives before the client could have read a pause, or that was
+	// sent at the pause's end, does not violate it. Zero means none.
+	ExternalRTT time.Duration
+}
+
+// CostStep is one step of Latency.Schedule: from At on, the origin's
+// processing time is Base plus a uniform draw in [0, Jitter).
+type CostStep struct {
+	At     time.Duration
+	Base   time.Duration
+	Jitter time.Duration
 }
 
 // RetryAfterMode selects what the Retry-After header of a rejection says.
@@ -518,9 +540,18 @@ func validatePolicy(host string, p *Policy) error {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"RTT", p.Latency.RTT}, {"Base", p.Latency.Base}, {"Jitter", p.Latency.Jitter}, {"PerInFlight", p.Latency.PerInFlight}} {
+	}{{"RTT", p.Latency.RTT}, {"Base", p.Latency.Base}, {"Jitter", p.Latency.Jitter}, {"PerInFlight", p.Latency.PerInFlight},
+		{"ExternalRTT", p.Latency.ExternalRTT}} {
 		if f.d < 0 {
 			return configErr(host, "Latency.%s: negative %v", f.name, f.d)
+		}
+	}
+	for i, st := range p.Latency.Schedule {
+		if st.At < 0 || st.Base < 0 || st.Jitter < 0 {
+			return configErr(host, "Latency.Schedule[%d]: negative duration in %+v", i, st)
+		}
+		if i > 0 && st.At <= p.Latency.Schedule[i-1].At {
+			return configErr(host, "Latency.Schedule[%d]: At %v not after the previous step's %v", i, st.At, p.Latency.Schedule[i-1].At)
 		}
 	}
 	ex := p.Excess

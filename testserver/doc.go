@@ -2,8 +2,10 @@
 // polite: several virtual hosts in one server, each with its own capacity
 // (fixed window, token bucket / GCRA, sliding window, concurrency cap, a
 // worker pool that queues and never says no, or a schedule of them that
-// lowers or raises it), network round trip and processing latency, answer
-// to excess (429 or 503, every form of Retry-After, quota headers, bans), a
+// lowers or raises it), network round trip and processing latency (with
+// page costs that change over time), answer to excess (429, 503 or any
+// status, 403 for a limiter that refuses too fast; every form of
+// Retry-After, quota headers, bans), a
 // crawlable site, a robots.txt and, on demand, the misbehaviour of
 // adversarial origins (see below). Per host Stats give what a test asserts
 // on: counts per status, accepted and rejected times, latencies,

@@ -48,6 +48,7 @@ func newHost(s *Server, name string, p Policy) *host {
 		p.Site.FanOut = defaultFanOut
 	}
 	p.Schedule = append([]Step(nil), p.Schedule...) // the caller keeps its slices
+	p.Latency.Schedule = append([]CostStep(nil), p.Latency.Schedule...)
 	if len(p.Excess.RawRetryAfter) > 0 {
 		p.Excess.RawRetryAfter = append([]string(nil), p.Excess.RawRetryAfter...)
 	}
@@ -93,7 +94,7 @@ func (h *host) advance(e time.Duration) {
 		if t == nil {
 			return
 		}
-		t.delay = h.latency(others)
+		t.delay = h.latency(e, others)
 		close(t.ready)
 	}
 }
@@ -124,6 +125,9 @@ func (h *host) halves() (up, down time.Duration) {
 // held.
 func (h *host) announce(e, pause time.Duration, dated bool) {
 	up, down := h.halves()
+	if x := h.pol.Latency.ExternalRTT; x > 0 {
+		up, down = up+x/2, down+x-x/2
+	}
 	deadline := addSat(addSat(e, down), pause)
 	if dated {
 		deadline = addSat(e, pause)
@@ -279,18 +283,25 @@ func (h *host) excessStatus() int {
 	return h.lim.excessStatus()
 }
 
-// latency draws the processing time of a request that starts while
+// latency draws the processing time of a request that starts at e while
 // `others` are in flight. h.mu must be held (the PRNG is per host).
-func (h *host) latency(others int) time.Duration {
+func (h *host) latency(e time.Duration, others int) time.Duration {
 	l := &h.pol.Latency
-	d := l.Base + time.Duration(others)*l.PerInFlight
-	if l.Jitter > 0 {
+	base, jitter := l.Base, l.Jitter
+	for _, st := range l.Schedule {
+		if st.At > e {
+			break
+		}
+		base, jitter = st.Base, st.Jitter
+	}
+	d := base + time.Duration(others)*l.PerInFlight
+	if jitter > 0 {
 		if h.rng == nil {
 			f := fnv.New64a()
 			f.Write([]byte(h.name))
 			h.rng = rand.New(rand.NewPCG(uint64(h.srv.seed), f.Sum64()))
 		}
-		d += time.Duration(h.rng.Int64N(int64(l.Jitter)))
+		d += time.Duration(h.rng.Int64N(int64(jitter)))
 	}
 	return d
 }
@@ -386,7 +397,7 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	t, others := h.pool.enter(h.lim.workers())
 	var delay time.Duration
 	if t == nil {
-		delay = h.latency(others)
+		delay = h.latency(e, others)
 	}
 	h.mu.Unlock()
 	if t != nil {
