@@ -229,6 +229,9 @@ func (c *core) refusal(now, maxPause time.Duration) (refusal, bool) {
 	return c.gate.refuse(now, maxPause)
 }
 
+// breaker is the state of the scope's breaker.
+func (c *core) breaker() BreakerState { return c.gate.breaker }
+
 // paused reports whether a pause is in force at now.
 func (c *core) paused(now time.Duration) bool { return c.gate.paused(now) }
 

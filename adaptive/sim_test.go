@@ -206,7 +206,7 @@ func simDrive(sc simScenario, st *settings, scopes []*simScope) simResult {
 	for _, s := range scopes {
 		s.lim = s.host.Steps[0].New()
 		s.step = 1
-		s.breakerW = s.c.gate.breaker
+		s.breakerW = s.c.breaker()
 		w.serve(s.lim)
 	}
 	push := q.push
@@ -337,7 +337,8 @@ func simDrive(sc simScenario, st *settings, scopes []*simScope) simResult {
 			}
 		case evAnswer:
 			if simTrace != nil {
-				simTrace(e.t, fmt.Sprintf("answer %d ra %d | rate %.3f lo %.3f %s limit %.1f inflight %d", e.status, e.ra, s.c.pace.rate(), s.c.law.Estimate(), s.c.law.Phase(), s.c.law.Limit(), s.c.inflight))
+				k := s.c.state()
+				simTrace(e.t, fmt.Sprintf("answer %d ra %d | rate %.3f lo %.3f %s limit %.1f inflight %d", e.status, e.ra, k.rate, k.estimate, k.phase, k.limit, k.inflight))
 			}
 			now := time.Duration(e.t)
 			o := outcome{status: int(e.status), rtt: now - e.p.Sent}
@@ -355,10 +356,10 @@ func simDrive(sc simScenario, st *settings, scopes []*simScope) simResult {
 				o.retryAfter, o.hasRA = time.Duration(e.ra)*time.Second, true
 			}
 			s.c.record(now, e.p, &o, st)
-			if s.c.gate.breaker == BreakerOpen && s.breakerW != BreakerOpen {
+			if s.c.breaker() == BreakerOpen && s.breakerW != BreakerOpen {
 				s.res.BreakerOpens++
 			}
-			s.breakerW = s.c.gate.breaker
+			s.breakerW = s.c.breaker()
 			s.last = e.t
 			switch {
 			case sc.Dispatch == simReady:

@@ -38,9 +38,11 @@ func TestSimDump(t *testing.T) {
 				sc := simKinds(rtt)[i]
 				sc.Seed = seed
 				r := simRun(sc, st)
+				crawl := r.Crawl
+				r.Crawl = nil // a pointer: its contents, not its address
 				fmt.Fprintf(f, "%s @ %v seed %d: %+v", sc.Name, rtt, seed, raw(r))
-				if r.Crawl != nil {
-					fmt.Fprintf(f, " %+v", *r.Crawl)
+				if crawl != nil {
+					fmt.Fprintf(f, " %+v", *crawl)
 				}
 				fmt.Fprintln(f)
 			}
