@@ -7,6 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/colly-polite/polite"
+
 	"github.com/gocolly/colly/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -34,10 +36,10 @@ func TestAttachTwiceReusesController(t *testing.T) {
 		srv := testserver.NewTest(t, alwaysThrottled())
 		c := colly.NewCollector(colly.AllowURLRevisit())
 		c.WithTransport(srv.Transport())
-		ctrl := adaptive.Attach(c, adaptive.WithJitterSeed(1))
+		ctrl := adaptive.Attach(c, polite.Config{JitterSeed: 1})
 		clone := c.Clone()
 		assert.Same(t, ctrl, adaptive.Attach(clone), "the clone's controller is its parent's")
-		assert.Same(t, ctrl, adaptive.Attach(c, adaptive.WithRate(1)), "a second Attach returns the first controller")
+		assert.Same(t, ctrl, adaptive.Attach(c, polite.Config{Default: polite.Rule{Rate: 1}}), "a second Attach returns the first controller")
 		assert.Same(t, ctrl, adaptive.ControllerOf(clone))
 
 		a := srv.HostURL("a.test")
@@ -63,14 +65,14 @@ func TestControllerAttachReplaces(t *testing.T) {
 		srv := testserver.NewTest(t, oneHost(testserver.Policy{}))
 		c := colly.NewCollector(colly.AllowURLRevisit())
 		c.WithTransport(srv.Transport())
-		first := adaptive.Attach(c, adaptive.WithRobots(false))
-		second, err := adaptive.New(adaptive.WithRobots(false))
+		first := adaptive.Attach(c, polite.Config{Robots: new(false)})
+		second, err := polite.New(polite.Config{Robots: new(false)})
 		require.NoError(t, err)
-		require.NoError(t, second.Attach(c))
-		require.NoError(t, second.Attach(c), "again: left as it is")
+		require.NoError(t, adaptive.AttachTo(c, second))
+		require.NoError(t, adaptive.AttachTo(c, second), "again: left as it is")
 		assert.Same(t, second, adaptive.ControllerOf(c))
 		require.NoError(t, c.Visit(srv.HostURL("a.test")+"/page/1"))
-		assert.Zero(t, first.Len(), "the first controller no longer sees requests")
+		assert.Zero(t, len(first.Report().Scopes), "the first controller no longer sees requests")
 		snap, ok := second.Snapshot("a.test")
 		require.True(t, ok)
 		assert.Equal(t, uint64(1), snap.Counts[0])
@@ -87,7 +89,7 @@ func TestAttachReadsCollyClient(t *testing.T) {
 		var through atomic.Int64
 		c := colly.NewCollector()
 		c.WithTransport(countingTransport{srv.Transport(), &through})
-		ctrl := adaptive.Attach(c, adaptive.WithRobots(false))
+		ctrl := adaptive.Attach(c, polite.Config{Robots: new(false)})
 		require.NoError(t, ctrl.Err(), "the read works on this Colly")
 		require.NoError(t, c.Visit(srv.HostURL("a.test")+"/page/1"))
 		assert.Equal(t, int64(1), through.Load(), "through the collector's own transport")
@@ -107,11 +109,11 @@ func TestAttachWithoutClient(t *testing.T) {
 		"SetClient(nil)": func() *colly.Collector { c := colly.NewCollector(); c.SetClient(nil); return c }(),
 	} {
 		t.Run(name, func(t *testing.T) {
-			var ctrl *adaptive.Controller
+			var ctrl *polite.Controller
 			require.NotPanics(t, func() { ctrl = adaptive.Attach(c) })
 			assert.ErrorIs(t, ctrl.Err(), adaptive.ErrAttach)
 			assert.Nil(t, adaptive.ControllerOf(c))
-			assert.ErrorIs(t, ctrl.Attach(c), adaptive.ErrAttach)
+			assert.ErrorIs(t, adaptive.AttachTo(c, ctrl), adaptive.ErrAttach)
 		})
 	}
 }

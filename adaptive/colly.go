@@ -12,6 +12,9 @@ import (
 	"unsafe"
 
 	"github.com/gocolly/colly/v2"
+
+	"github.com/colly-polite/polite"
+	"github.com/colly-polite/polite/internal/hook"
 )
 
 // Attach makes c polite with one line and returns its controller:
@@ -31,53 +34,67 @@ import (
 // One controller per collector family: a collector and its clones
 // (c.Clone()) share one HTTP client in Colly, so they share one controller.
 // Attach on a collector (or a clone) that already has one returns that
-// controller as it is, without wrapping it again; options given then are
+// controller as it is, without wrapping it again; a Config given then is
 // ignored, with a warning in the log. Clones made after Attach are policed
 // through the client they share; call Attach on a clone too (it returns the
 // same controller) so that a transport set through the clone is caught by
 // the clone's own requests. To share one controller between collectors that
-// are not clones, call ctrl.Attach on the second.
+// are not clones, call AttachTo on the second.
 //
 // The collector's request timeout (colly's default is 10 s) moves into the
 // controller as the per-attempt timeout, counted from the moment a request
 // is sent: time spent waiting politely (a 12 s Retry-After, say) never uses
 // it up, while a server that hangs still times out per attempt. A timeout
 // set later (SetRequestTimeout, or a client's) moves there too, before the
-// next request; WithAttemptTimeout overrides them all.
+// next request; Config.AttemptTimeout overrides them all.
 //
-// robots.txt is on (Crawl-delay, Allow and Disallow; WithRobots(false) and
-// WithRobotsDisallow(false) turn it off). LimitRules already set on c still
-// apply on top; convert them with FromLimitRule instead. An invalid option
+// cfg is the controller's configuration (at most one; none means
+// polite.Config{}), with robots.txt on unless cfg.Robots says otherwise
+// (Crawl-delay, Allow and Disallow). LimitRules already set on c still
+// apply on top; convert them with FromLimitRule instead. An invalid setting
 // fails safe (its most conservative value, every valid one kept), and so
 // does a collector whose HTTP client cannot be read; ctrl.Err() reports
-// both. README.md ("Using it with Colly") says how caches, redirects,
-// queues and Colly's own robots.txt handling combine with it.
-func Attach(c *colly.Collector, opts ...Option) *Controller {
-	return attach(c, opts, collySlot)
+// both. README.md says how caches, redirects, queues and Colly's own
+// robots.txt handling combine with it.
+func Attach(c *colly.Collector, cfg ...polite.Config) *polite.Controller {
+	return attach(c, cfg, collySlot)
 }
 
 // attach is Attach reading the collector's client with read.
-func attach(c *colly.Collector, opts []Option, read func(*colly.Collector) (**http.Client, error)) *Controller {
+func attach(c *colly.Collector, cfg []polite.Config, read func(*colly.Collector) (**http.Client, error)) *polite.Controller {
 	if existing := attached(c, read); existing != nil {
-		if len(opts) > 0 {
-			logger(existing.st).Warn("adaptive: the collector (or the collector it was cloned from) already has a controller: Attach returns it, and the options given are ignored")
+		if len(cfg) > 0 {
+			logger(existing).Warn("adaptive: the collector (or the collector it was cloned from) already has a controller: Attach returns it, and the Config given is ignored")
 		}
-		if err := existing.attach(c, read); err != nil {
-			existing.addErr(err)
+		if err := attachTo(c, existing, read); err != nil {
+			hook.AddErr(existing, err)
 		}
 		return existing
 	}
-	ctrl := mustNew(opts, true)
-	if err := ctrl.attach(c, read); err != nil {
-		ctrl.addErr(err)
-		logger(ctrl.st).Error("adaptive: Attach: "+err.Error(), "err", err)
+	one := polite.Config{}
+	if len(cfg) > 0 {
+		one = cfg[0]
+	}
+	ctrl := hook.New(one, true).(*polite.Controller)
+	if len(cfg) > 1 {
+		hook.AddErr(ctrl, fmt.Errorf("%w: %d Configs given to Attach, the first is used", polite.ErrConfig, len(cfg)))
+	}
+	if err := attachTo(c, ctrl, read); err != nil {
+		hook.AddErr(ctrl, err)
+		logger(ctrl).Error("adaptive: Attach: "+err.Error(), "err", err)
 	}
 	return ctrl
 }
 
+// logger is ctrl's logger.
+func logger(ctrl *polite.Controller) *slog.Logger {
+	l, _, _ := hook.Settings(ctrl)
+	return l
+}
+
 // attached is the controller c's family already has (its guard's, or the
 // one its transport belongs to), or nil.
-func attached(c *colly.Collector, read func(*colly.Collector) (**http.Client, error)) *Controller {
+func attached(c *colly.Collector, read func(*colly.Collector) (**http.Client, error)) *polite.Controller {
 	if c == nil {
 		return nil
 	}
@@ -89,48 +106,41 @@ func attached(c *colly.Collector, read func(*colly.Collector) (**http.Client, er
 		return g.ctrl
 	}
 	if *slot != nil {
-		if t, ok := (*slot).Transport.(*Transport); ok {
-			return t.c
+		if ctrl, _, _, ok := hook.Unwrap((*slot).Transport); ok {
+			return ctrl.(*polite.Controller)
 		}
 	}
 	return nil
 }
 
-// Attach wraps c's current transport with this controller, so that two
-// collectors share one controller (the right way for two collectors on one
-// host: one schedule, one pause), and keeps it wrapped as Attach does. A
-// transport that is already this controller's is left as it is; another
-// controller's is replaced, this one wrapping what that one wrapped (never
-// a controller inside a controller), for the whole collector family. The
-// collector's request timeout becomes the per-attempt timeout of this
-// collector's transport, unless Config.AttemptTimeout is set; the
-// controller's settings are never changed. The error wraps ErrAttach: c has
-// no HTTP client, or it cannot be read (then the transport wrapped is
-// Config.BaseTransport, or http.DefaultTransport, and transports set on c
-// later are not seen).
-func (ctrl *Controller) Attach(c *colly.Collector) error {
-	return ctrl.attach(c, collySlot)
+// AttachTo makes c a collector of ctrl too, as Attach makes it of a
+// controller of its own: two collectors of one host share one controller
+// (one schedule, one pause, one law). A transport that is already ctrl's is
+// left as it is; another controller's is replaced, ctrl wrapping what that
+// one wrapped (never a controller inside a controller), for the whole
+// collector family. The collector's request timeout becomes the
+// per-attempt timeout of c's transport, unless ctrl's Config.AttemptTimeout
+// is set. The error wraps ErrAttach: c has no HTTP client, or it cannot be
+// read (then the transport wrapped is http.DefaultTransport, and transports
+// set on c later are not seen).
+func AttachTo(c *colly.Collector, ctrl *polite.Controller) error {
+	return attachTo(c, ctrl, collySlot)
 }
 
-func (ctrl *Controller) attach(c *colly.Collector, read func(*colly.Collector) (**http.Client, error)) error {
+func attachTo(c *colly.Collector, ctrl *polite.Controller, read func(*colly.Collector) (**http.Client, error)) error {
 	if c == nil {
 		return fmt.Errorf("%w: nil collector", ErrAttach)
 	}
 	slot, readErr := read(c)
+	_, robots, timeout := hook.Settings(ctrl)
 	if readErr != nil {
-		next, timeout := ctrl.st.BaseTransport, ctrl.st.AttemptTimeout
-		var err error
-		if next == nil {
-			next = http.DefaultTransport
-			err = fmt.Errorf("%w: %w; wrapping http.DefaultTransport: a transport or proxy set on the collector is not used (pass WithBaseTransport)", ErrAttach, readErr)
-		}
 		if timeout == 0 {
 			timeout = collyDefaultTimeout
 		}
-		if e := withTransport(c, ctrl.transport(next, timeout)); e != nil {
+		if e := withTransport(c, hook.Transport(ctrl, http.DefaultTransport, timeout)); e != nil {
 			return fmt.Errorf("%w: %w; and Colly's WithTransport failed: %v; nothing attached", ErrAttach, readErr, e)
 		}
-		return err
+		return fmt.Errorf("%w: %w; wrapping http.DefaultTransport: a transport or proxy set on the collector is not used (set c.WithTransport(ctrl.Transport(yours)) yourself)", ErrAttach, readErr)
 	}
 	if slot == nil || *slot == nil {
 		return fmt.Errorf("%w: the collector has no HTTP client (made without colly.NewCollector, or SetClient(nil)); nothing attached", ErrAttach)
@@ -144,8 +154,8 @@ func (ctrl *Controller) attach(c *colly.Collector, read func(*colly.Collector) (
 	case g != nil:
 		g.retire() // another controller's: this one takes the family over
 	}
-	if !c.IgnoreRobotsTxt && ctrl.st.robots {
-		logger(ctrl.st).Info("adaptive: Colly's robots.txt handling is on as well (IgnoreRobotsTxt = false): both read one fetch of robots.txt, Colly refuses disallowed URLs with colly.ErrRobotsTxtBlocked before the controller sees them, the controller applies Crawl-delay")
+	if !c.IgnoreRobotsTxt && robots {
+		logger(ctrl).Info("adaptive: Colly's robots.txt handling is on as well (IgnoreRobotsTxt = false): both read one fetch of robots.txt, Colly refuses disallowed URLs with colly.ErrRobotsTxtBlocked before the controller sees them, the controller applies Crawl-delay")
 	}
 	g = &guard{ctrl: ctrl, slot: slot}
 	g.mu.Lock()
@@ -164,13 +174,14 @@ func (ctrl *Controller) attach(c *colly.Collector, read func(*colly.Collector) (
 // share Colly's client, reached through slot (the backend's Client field,
 // which SetClient replaces).
 type guard struct {
-	ctrl *Controller
+	ctrl *polite.Controller
 	slot **http.Client
 	mu   sync.Mutex
 	// guarded by mu:
-	t       *Transport // installed last
-	retired bool       // another controller took the family over
-	warned  bool       // the transport set after Attach was logged
+	t       http.RoundTripper // the controller's transport installed last
+	timeout time.Duration     // its attempt timeout
+	retired bool              // another controller took the family over
+	warned  bool              // the transport set after Attach was logged
 }
 
 // guardKey is where a collector's Context holds its hook (guardRef); a
@@ -228,48 +239,44 @@ func (g *guard) check(*colly.Request) {
 }
 
 // install wraps client's transport with the controller; first is Attach's
-// own (Config.BaseTransport, if set, is wrapped instead). Called with mu
-// held.
+// own. Called with mu held.
 func (g *guard) install(client *http.Client, first bool) {
 	ctrl := g.ctrl
 	cur, timeout := client.Transport, client.Timeout
-	if t, ok := cur.(*Transport); ok {
-		if t.c != ctrl && !first {
+	if owner, next, t, ok := hook.Unwrap(cur); ok {
+		if owner != ctrl && !first {
 			// a transport of another controller set by hand: the user's
 			// choice of controller; this guard steps aside
 			g.retired = true
-			logger(ctrl.st).Warn("adaptive: the collector's transport was set to another controller's after Attach: that controller polices it now")
+			logger(ctrl).Warn("adaptive: the collector's transport was set to another controller's after Attach: that controller polices it now")
 			return
 		}
-		if t.c == ctrl && timeout == 0 {
-			g.t = t
+		if owner == ctrl && timeout == 0 {
+			g.t, g.timeout = cur, t
 			return
 		}
-		cur = t.next // a controller wraps no controller
+		cur = next // a controller wraps no controller
 		if timeout == 0 {
-			timeout = t.attemptTimeout // the collector's, moved there before
+			timeout = t // the collector's, moved there before
 		}
-		if t.c != ctrl {
-			logger(ctrl.st).Warn("adaptive: the collector's transport belongs to another controller: replaced by this one")
+		if owner != ctrl {
+			logger(ctrl).Warn("adaptive: the collector's transport belongs to another controller: replaced by this one")
 		}
 	} else if !first {
 		if !g.warned {
 			g.warned = true
 			err := fmt.Errorf("%w: the collector's transport was replaced after Attach (WithTransport, SetProxy, SetProxyFunc or SetClient): wrapped again, the new transport underneath", ErrAttach)
-			ctrl.addErr(err)
-			logger(ctrl.st).Warn("adaptive: "+err.Error(), "transport", fmt.Sprintf("%T", cur))
+			hook.AddErr(ctrl, err)
+			logger(ctrl).Warn("adaptive: "+err.Error(), "transport", fmt.Sprintf("%T", cur))
 		}
 	}
 	if timeout == 0 && g.t != nil {
-		timeout = g.t.attemptTimeout
+		timeout = g.timeout
 	}
-	if ctrl.st.AttemptTimeout != 0 {
-		timeout = ctrl.st.AttemptTimeout
+	if _, _, set := hook.Settings(ctrl); set != 0 {
+		timeout = set
 	}
-	if first && ctrl.st.BaseTransport != nil {
-		cur = ctrl.st.BaseTransport
-	}
-	g.t = ctrl.transport(cur, timeout)
+	g.t, g.timeout = hook.Transport(ctrl, cur, timeout), timeout
 	client.Timeout = 0
 	client.Transport = g.t
 }
@@ -290,9 +297,15 @@ func withTransport(c *colly.Collector, t http.RoundTripper) (err error) {
 
 // ControllerOf returns the controller attached to c (or to the collector c
 // was cloned from), or nil when there is none or it cannot be read.
-func ControllerOf(c *colly.Collector) *Controller { return attached(c, collySlot) }
+func ControllerOf(c *colly.Collector) *polite.Controller { return attached(c, collySlot) }
 
 const collyDefaultTimeout = 10 * time.Second
+
+// ErrAttach: Attach (or AttachTo) could not do all it should with the
+// collector (it has no HTTP client, or Colly's layout changed and the
+// client cannot be read), or found a transport set on it after Attach and
+// wrapped it again; the error says which, and what was done instead.
+var ErrAttach = errors.New("adaptive: attach")
 
 // errCollyLayout: Colly's Collector is not laid out as in v2.3.0.
 var errCollyLayout = errors.New("cannot read the collector's http.Client: Colly's layout is not the one of v2.3.0")
@@ -327,13 +340,6 @@ func collyClient(c *colly.Collector) (*http.Client, error) {
 	return *slot, nil
 }
 
-func logger(st *settings) *slog.Logger {
-	if st.Logger != nil {
-		return st.Logger
-	}
-	return slog.Default()
-}
-
 // FromLimitRule converts a colly.LimitRule into a Rule, for WithRule:
 //
 //	r, err := adaptive.FromLimitRule(&colly.LimitRule{DomainGlob: "*.example.com", Parallelism: 2, Delay: time.Second})
@@ -353,18 +359,18 @@ func logger(st *settings) *slog.Logger {
 //     whatever the concurrency.
 //   - Colly matches URL.Host only, so "*.example.com" misses
 //     "a.example.com:8080"; here a rule matches the host, or host:port.
-func FromLimitRule(lr *colly.LimitRule) (Rule, error) {
+func FromLimitRule(lr *colly.LimitRule) (polite.Rule, error) {
 	if lr == nil {
-		return Rule{}, fmt.Errorf("%w: nil LimitRule", ErrConfig)
+		return polite.Rule{}, fmt.Errorf("%w: nil LimitRule", polite.ErrConfig)
 	}
 	if lr.Delay < 0 || lr.RandomDelay < 0 || lr.Parallelism < 0 {
-		return Rule{}, fmt.Errorf("%w: LimitRule with a negative Delay, RandomDelay or Parallelism", ErrConfig)
+		return polite.Rule{}, fmt.Errorf("%w: LimitRule with a negative Delay, RandomDelay or Parallelism", polite.ErrConfig)
 	}
 	m := &colly.LimitRule{DomainGlob: lr.DomainGlob, DomainRegexp: lr.DomainRegexp}
 	if err := m.Init(); err != nil { // compiles the patterns, as c.Limit does
-		return Rule{}, fmt.Errorf("%w: LimitRule: %w", ErrConfig, err)
+		return polite.Rule{}, fmt.Errorf("%w: LimitRule: %w", polite.ErrConfig, err)
 	}
-	return Rule{
+	return polite.Rule{
 		Match:          m.Match,
 		MinGap:         lr.Delay,
 		RandomGap:      lr.RandomDelay,

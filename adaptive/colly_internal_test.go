@@ -1,16 +1,21 @@
 package adaptive
 
 import (
+	"bytes"
 	"log/slog"
 	"net/http"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/colly-polite/polite"
 
 	"github.com/gocolly/colly/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/colly-polite/polite/internal/hook"
 	"github.com/colly-polite/polite/testserver"
 )
 
@@ -35,48 +40,45 @@ func collyClientOf(t *testing.T, c *colly.Collector) *http.Client {
 	return client
 }
 
+// unwrap is the controller, next transport and attempt timeout of the
+// collector's transport, which must be a controller's.
+func unwrap(t *testing.T, c *colly.Collector) (*polite.Controller, http.RoundTripper, time.Duration) {
+	t.Helper()
+	ctrl, next, timeout, ok := hook.Unwrap(collyClientOf(t, c).Transport)
+	require.True(t, ok, "the collector's transport is a controller's")
+	return ctrl.(*polite.Controller), next, timeout
+}
+
 // Should Colly's layout change, the read fails loudly: an error in Err
 // wrapping ErrAttach, a log line, and the controller still in front of a
 // transport (http.DefaultTransport, the collector's own being unknown).
-// WithBaseTransport names the transport to wrap: then nothing is lost.
 func TestAttachLayoutChangedIsLoud(t *testing.T) {
 	broken := func(*colly.Collector) (**http.Client, error) { return nil, errCollyLayout }
-	t.Run("loud", func(t *testing.T) {
-		var log syncBuffer
-		c := colly.NewCollector()
-		ctrl := attach(c, []Option{WithLogger(slog.New(slog.NewTextHandler(&log, nil)))}, broken)
-		require.ErrorIs(t, ctrl.Err(), ErrAttach)
-		assert.Contains(t, ctrl.Err().Error(), "WithBaseTransport")
-		assert.Contains(t, log.String(), "Colly's layout")
-		tr, ok := collyClientOf(t, c).Transport.(*Transport)
-		require.True(t, ok, "still polite")
-		assert.Same(t, ctrl, tr.c)
-		assert.Equal(t, http.DefaultTransport, tr.next)
-		assert.Equal(t, collyDefaultTimeout, tr.attemptTimeout)
-	})
-	t.Run("WithBaseTransport", func(t *testing.T) {
-		base := &http.Transport{}
-		c := colly.NewCollector()
-		ctrl := attach(c, []Option{WithBaseTransport(base)}, broken)
-		require.NoError(t, ctrl.Err())
-		tr := collyClientOf(t, c).Transport.(*Transport)
-		assert.Same(t, base, tr.next)
-	})
+	var log syncBuffer
+	c := colly.NewCollector()
+	ctrl := attach(c, []polite.Config{{Logger: slog.New(slog.NewTextHandler(&log, nil))}}, broken)
+	require.ErrorIs(t, ctrl.Err(), ErrAttach)
+	assert.Contains(t, ctrl.Err().Error(), "c.WithTransport(ctrl.Transport(yours))")
+	assert.Contains(t, log.String(), "Colly's layout")
+	owner, next, timeout := unwrap(t, c)
+	assert.Same(t, ctrl, owner, "still polite")
+	assert.Equal(t, http.DefaultTransport, next)
+	assert.Equal(t, collyDefaultTimeout, timeout)
 }
 
-// ctrl.Attach replacing another controller keeps the collector's timeout,
+// AttachTo replacing another controller keeps the collector's timeout,
 // which the first Attach moved into its transport.
 func TestAttachReplaceKeepsTimeout(t *testing.T) {
 	c := colly.NewCollector()
 	c.SetRequestTimeout(7 * time.Second)
 	Attach(c)
-	second, err := New()
+	second, err := polite.New(polite.Config{})
 	require.NoError(t, err)
-	require.NoError(t, second.Attach(c))
-	tr := collyClientOf(t, c).Transport.(*Transport)
-	assert.Same(t, second, tr.c)
-	assert.Equal(t, 7*time.Second, tr.attemptTimeout)
-	_, nested := tr.next.(*Transport)
+	require.NoError(t, AttachTo(c, second))
+	owner, next, timeout := unwrap(t, c)
+	assert.Same(t, second, owner)
+	assert.Equal(t, 7*time.Second, timeout)
+	_, _, _, nested := hook.Unwrap(next)
 	assert.False(t, nested, "no controller inside a controller")
 }
 
@@ -89,14 +91,12 @@ func TestGuardTimeoutAndClone(t *testing.T) {
 		srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{"a.test": {}}})
 		c := colly.NewCollector(colly.AllowURLRevisit())
 		c.WithTransport(srv.Transport())
-		ctrl := Attach(c, WithRobots(false))
+		ctrl := Attach(c, polite.Config{Robots: new(false)})
 		c.SetRequestTimeout(7 * time.Second)
 		require.NoError(t, c.Visit(srv.HostURL("a.test")+"/page/1"))
-		client := collyClientOf(t, c)
-		assert.Zero(t, client.Timeout, "moved out of the client")
-		tr, ok := client.Transport.(*Transport)
-		require.True(t, ok)
-		assert.Equal(t, 7*time.Second, tr.attemptTimeout)
+		assert.Zero(t, collyClientOf(t, c).Timeout, "moved out of the client")
+		_, _, timeout := unwrap(t, c)
+		assert.Equal(t, 7*time.Second, timeout)
 		assert.NoError(t, ctrl.Err(), "a timeout is no replaced transport")
 
 		clone := c.Clone()
@@ -107,7 +107,25 @@ func TestGuardTimeoutAndClone(t *testing.T) {
 		require.True(t, ok)
 		assert.Equal(t, uint64(2), snap.Counts[0], "the clone's request went through the controller")
 		assert.ErrorIs(t, ctrl.Err(), ErrAttach)
-		tr = collyClientOf(t, c).Transport.(*Transport)
-		assert.Equal(t, 7*time.Second, tr.attemptTimeout, "the timeout moved before stays")
+		_, _, timeout = unwrap(t, c)
+		assert.Equal(t, 7*time.Second, timeout, "the timeout moved before stays")
 	})
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

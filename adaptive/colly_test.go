@@ -17,6 +17,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/colly-polite/polite"
+
 	"github.com/gocolly/colly/v2"
 	"github.com/gocolly/colly/v2/proxy"
 	"github.com/stretchr/testify/assert"
@@ -110,7 +112,7 @@ func TestAttachOrderDoesNotMatter(t *testing.T) {
 			if tc.before != nil {
 				tc.before(c, e)
 			}
-			ctrl := adaptive.Attach(c, adaptive.WithLogger(logger))
+			ctrl := adaptive.Attach(c, polite.Config{Logger: logger})
 			if tc.after != nil {
 				tc.after(c, e)
 			}
@@ -149,7 +151,7 @@ func TestAttachOrderDoesNotMatter(t *testing.T) {
 func TestCancelWhileWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := testserver.NewTest(t, oneHost(testserver.Policy{Limit: fixedWindow(1), Excess: testserver.Excess{FixedRetryAfter: 60 * time.Second}}))
-		tr := adaptive.NewTransport(srv.Transport(), adaptive.WithDefault(adaptive.Rule{MaxRetries: -1}))
+		tr := polite.NewTransport(srv.Transport(), polite.Config{Default: polite.Rule{MaxRetries: -1}})
 		client := &http.Client{Transport: tr}
 		a := srv.HostURL("a.test")
 		for i := 0; i < 2; i++ { // 200, then 429: the scope pauses 60 s

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/colly-polite/polite"
+
 	"github.com/gocolly/colly/v2"
 
 	"github.com/colly-polite/polite/adaptive"
@@ -18,18 +20,18 @@ import (
 type contender struct {
 	name  string
 	about string
-	setup func(c *colly.Collector, next http.RoundTripper, seed uint64) (*adaptive.Controller, error)
+	setup func(c *colly.Collector, next http.RoundTripper, seed uint64) (*polite.Controller, error)
 }
 
-func limitRule(n int) func(*colly.Collector, http.RoundTripper, uint64) (*adaptive.Controller, error) {
-	return func(c *colly.Collector, next http.RoundTripper, _ uint64) (*adaptive.Controller, error) {
+func limitRule(n int) func(*colly.Collector, http.RoundTripper, uint64) (*polite.Controller, error) {
+	return func(c *colly.Collector, next http.RoundTripper, _ uint64) (*polite.Controller, error) {
 		c.WithTransport(next)
 		return nil, c.Limit(&colly.LimitRule{DomainGlob: "*", Parallelism: n})
 	}
 }
 
-func transport(rt func(next http.RoundTripper, seed uint64) http.RoundTripper) func(*colly.Collector, http.RoundTripper, uint64) (*adaptive.Controller, error) {
-	return func(c *colly.Collector, next http.RoundTripper, seed uint64) (*adaptive.Controller, error) {
+func transport(rt func(next http.RoundTripper, seed uint64) http.RoundTripper) func(*colly.Collector, http.RoundTripper, uint64) (*polite.Controller, error) {
+	return func(c *colly.Collector, next http.RoundTripper, seed uint64) (*polite.Controller, error) {
 		c.WithTransport(rt(next, seed))
 		return nil, nil
 	}
@@ -39,7 +41,7 @@ var contenders = []contender{
 	{
 		name:  "adaptive",
 		about: "adaptive.Attach(c): this library with its defaults (robots.txt on)",
-		setup: func(c *colly.Collector, next http.RoundTripper, _ uint64) (*adaptive.Controller, error) {
+		setup: func(c *colly.Collector, next http.RoundTripper, _ uint64) (*polite.Controller, error) {
 			c.WithTransport(next)
 			ctrl := adaptive.Attach(c)
 			return ctrl, ctrl.Err()

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/colly-polite/polite"
+
 	"github.com/gocolly/colly/v2"
 	"github.com/redis/go-redis/v9"
 
@@ -41,7 +43,7 @@ type childConfig struct {
 	Workers int               `json:"workers"` // goroutines per host
 	// Ceilings are Rule.Rate per host.
 	Ceilings map[string]float64 `json:"ceilings"`
-	// Robots turns robots.txt on (adaptive.WithRobots).
+	// Robots turns robots.txt on (polite.WithRobots).
 	Robots    bool  `json:"robots"`
 	JudgeFrom int64 `json:"judge_from"` // the end of the warm-up
 	End       int64 `json:"end"`
@@ -139,11 +141,11 @@ func crawlFleet(cfg childConfig, rep *childReport) error {
 	}
 	c := colly.NewCollector(colly.AllowURLRevisit(), colly.StdlibContext(ctx))
 	c.WithTransport(w)
-	opts := []adaptive.Option{adaptive.WithStore(store), adaptive.WithRobots(cfg.Robots)}
+	pc := polite.Config{Store: store, Robots: new(cfg.Robots)}
 	for h, rate := range cfg.Ceilings {
-		opts = append(opts, adaptive.WithRule(adaptive.Rule{Domain: h, Rate: rate}))
+		pc.Rules = append(pc.Rules, polite.Rule{Domain: h, Rate: rate})
 	}
-	ctrl := adaptive.Attach(c, opts...)
+	ctrl := adaptive.Attach(c, pc)
 	if err := ctrl.Err(); err != nil {
 		return err
 	}
@@ -178,7 +180,7 @@ func crawlFleet(cfg childConfig, rep *childReport) error {
 				for h := range cfg.Hosts {
 					if s, ok := ctrl.Snapshot(h); ok {
 						rep.Samples = append(rep.Samples, sample{At: now.UnixNano(), Host: h, Rate: s.Rate,
-							Estimate: s.Estimate, Limit: s.Limit})
+							Estimate: s.Estimate, Limit: float64(s.Limit)})
 					}
 				}
 			}

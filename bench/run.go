@@ -11,9 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/colly-polite/polite"
+
 	"github.com/gocolly/colly/v2"
 
-	"github.com/colly-polite/polite/adaptive"
 	"github.com/colly-polite/polite/internal/demo"
 	"github.com/colly-polite/polite/testserver"
 )
@@ -83,8 +84,8 @@ func run(ctx context.Context, sc *scenario, ct *contender, cfg cellConfig) (res 
 	}
 	inFlight := rg.w.max.Load()
 	if rg.ctrl != nil {
-		if s, ok := rg.ctrl.Snapshot(adaptive.NormalizeHost("http", strings.TrimPrefix(rg.base(sc.target), "http://"))); ok {
-			res.Adaptive = &snapshot{Limit: s.Limit, Rate: s.Rate, Estimate: s.Estimate, Parked: s.Parked}
+		if s, ok := rg.ctrl.Snapshot(demo.ScopeOf(rg.base(sc.target))); ok {
+			res.Adaptive = &snapshot{Limit: float64(s.Limit), Rate: s.Rate, Estimate: s.Estimate, Parked: s.Parked}
 		}
 	}
 	rg.cancel()
@@ -105,8 +106,8 @@ type rig struct {
 	proxies map[string]*delayProxy // by host; none without a wire
 	w       *wire                  // under the contender: counts the requests on the wire
 	c       *colly.Collector
-	ctrl    *adaptive.Controller // nil but for adaptive
-	ctx     context.Context      // the collector's; cancel ends the crawl
+	ctrl    *polite.Controller // nil but for adaptive
+	ctx     context.Context    // the collector's; cancel ends the crawl
 	cancel  context.CancelFunc
 }
 

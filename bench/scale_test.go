@@ -14,7 +14,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite"
+
 	"github.com/colly-polite/polite/internal/demo"
 	"github.com/colly-polite/polite/testserver"
 )
@@ -116,7 +117,7 @@ func TestScale(t *testing.T) {
 		tr.MaxIdleConns = 0
 		tr.MaxIdleConnsPerHost = workers
 		tr.DisableCompression = true
-		client := &http.Client{Transport: adaptive.NewTransport(tr)}
+		client := &http.Client{Transport: polite.NewTransport(tr)}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 
@@ -160,7 +161,7 @@ func TestScale(t *testing.T) {
 		virtualDone = time.Since(start)
 		close(done)
 		sampleMem()
-		scopes = client.Transport.(*adaptive.Transport).Controller().Len()
+		scopes = len(client.Transport.(*polite.Transport).Controller().Report().Scopes)
 
 		// the server started with the crawl: the bubble's clock stands
 		// still until every goroutine blocks

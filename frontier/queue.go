@@ -12,7 +12,9 @@ import (
 
 	"github.com/gocolly/colly/v2"
 
+	"github.com/colly-polite/polite"
 	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/internal/hook"
 )
 
 // Errors. Match with errors.Is.
@@ -21,7 +23,7 @@ var (
 	// colly.ErrQueueFull, as colly/queue returns.
 	ErrFull = colly.ErrQueueFull
 	// ErrNotAttached: Run was given a collector that does not send through
-	// the queue's controller (adaptive.Attach or ctrl.Attach it first).
+	// the queue's controller (adaptive.Attach or adaptive.AttachTo it first).
 	ErrNotAttached = errors.New("frontier: the collector is not attached to the queue's controller")
 	// ErrAsync: Run needs a synchronous collector (Async off): a thread
 	// holds its request until it is done.
@@ -46,7 +48,7 @@ type Config struct {
 // not usable. Safe for concurrent use: callbacks may add URLs while Run
 // runs.
 type Queue struct {
-	ctrl    *adaptive.Controller
+	ctrl    *polite.Controller
 	threads int
 	maxSize int
 	kick    chan struct{} // capacity 1: something changed, look again
@@ -82,7 +84,7 @@ type item struct {
 
 // New makes a queue whose requests go through ctrl (the controller the
 // collector given to Run is attached to).
-func New(ctrl *adaptive.Controller, cfg Config) (*Queue, error) {
+func New(ctrl *polite.Controller, cfg Config) (*Queue, error) {
 	if ctrl == nil {
 		return nil, errors.New("frontier: nil controller")
 	}
@@ -135,7 +137,7 @@ func (q *Queue) AddRequest(r *colly.Request) error {
 	if err != nil {
 		return fmt.Errorf("frontier: %w", err)
 	}
-	key := q.ctrl.ScopeKey(req)
+	key := hook.ScopeKey(q.ctrl, req)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.size >= q.maxSize {
@@ -212,7 +214,7 @@ func (q *Queue) Stop() {
 type job struct {
 	s     *sub
 	it    item
-	res   adaptive.Reservation
+	res   hook.Reservation
 	probe bool
 }
 
@@ -243,7 +245,7 @@ func (q *Queue) Run(c *colly.Collector) error {
 		q.active = false
 		q.mu.Unlock()
 	}()
-	stop := q.ctrl.Notify(q.notified)
+	stop := hook.Notify(q.ctrl, q.notified)
 	defer stop()
 
 	jobs := make(chan job)
@@ -317,7 +319,7 @@ func (q *Queue) next(now time.Time) (job, time.Time, bool) {
 		if s.at.After(now) {
 			return job{}, s.at, false
 		}
-		cl, w, err := q.ctrl.Reserve(s.items[0].req)
+		cl, w, err := hook.Reserve(q.ctrl, s.items[0].req)
 		switch {
 		case cl.Held() || err != nil: // a refusal fails at once in Colly's hands, OnError says why
 			return q.handOut(s, cl, false), time.Time{}, true
@@ -338,7 +340,7 @@ func (q *Queue) next(now time.Time) (job, time.Time, bool) {
 }
 
 // handOut takes the head of s for a thread. Called with mu held.
-func (q *Queue) handOut(s *sub, cl adaptive.Reservation, probe bool) job {
+func (q *Queue) handOut(s *sub, cl hook.Reservation, probe bool) job {
 	it := s.items[0]
 	s.items[0] = item{}
 	s.items = s.items[1:]

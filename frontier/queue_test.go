@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/colly-polite/polite"
+
 	"github.com/gocolly/colly/v2"
 	"github.com/gocolly/colly/v2/queue"
 	"github.com/stretchr/testify/assert"
@@ -47,15 +49,15 @@ func crawlMixed(t *testing.T, mode string, robots bool) result {
 	var res result
 	synctest.Test(t, func(t *testing.T) {
 		hosts := map[string]testserver.Policy{}
-		var opts []adaptive.Option
+		cfg := polite.Config{Robots: new(robots), JitterSeed: 1}
 		for _, h := range mixed {
 			hosts[h.host] = testserver.Policy{Latency: testserver.Latency{Base: 100 * time.Millisecond}}
-			opts = append(opts, adaptive.WithRule(adaptive.Rule{Domain: h.host, Rate: h.rate, InitialRate: h.rate}))
+			cfg.Rules = append(cfg.Rules, polite.Rule{Domain: h.host, Rate: h.rate, InitialRate: h.rate})
 		}
 		srv := testserver.NewTest(t, testserver.Config{Hosts: hosts})
 		c := colly.NewCollector(colly.Async(mode == "async"))
 		c.WithTransport(srv.Transport())
-		ctrl := adaptive.Attach(c, append(opts, adaptive.WithRobots(robots), adaptive.WithJitterSeed(1))...)
+		ctrl := adaptive.Attach(c, cfg)
 		require.NoError(t, ctrl.Err())
 		var urls []string
 		for _, h := range mixed {
@@ -75,7 +77,7 @@ func crawlMixed(t *testing.T, mode string, robots bool) result {
 					return
 				case <-time.After(10 * time.Millisecond):
 				}
-				for _, s := range ctrl.Snapshots() {
+				for _, s := range ctrl.Report().Scopes {
 					if s.Waiting > 0 {
 						n++
 						break
@@ -163,7 +165,7 @@ func TestFrontierDiscovers(t *testing.T) {
 		srv := testserver.NewTest(t, testserver.Config{Hosts: hosts})
 		c := colly.NewCollector()
 		c.WithTransport(srv.Transport())
-		ctrl := adaptive.Attach(c, adaptive.WithJitterSeed(1))
+		ctrl := adaptive.Attach(c, polite.Config{JitterSeed: 1})
 		q, err := frontier.New(ctrl, frontier.Config{Threads: 6})
 		require.NoError(t, err)
 		var seen sync.Map
@@ -187,7 +189,7 @@ func TestFrontierDiscovers(t *testing.T) {
 		}
 		assert.True(t, q.IsEmpty())
 		assert.Empty(t, q.Backlogs())
-		for _, s := range ctrl.Snapshots() {
+		for _, s := range ctrl.Report().Scopes {
 			assert.Zero(t, s.InFlight, s.Scope)
 		}
 	})
@@ -196,7 +198,7 @@ func TestFrontierDiscovers(t *testing.T) {
 // Bounded memory: beyond MaxSize, AddURL fails with ErrFull
 // (colly.ErrQueueFull); Backlogs shows each scope's share.
 func TestFrontierBounded(t *testing.T) {
-	ctrl, err := adaptive.New()
+	ctrl, err := polite.New(polite.Config{})
 	require.NoError(t, err)
 	q, err := frontier.New(ctrl, frontier.Config{MaxSize: 5})
 	require.NoError(t, err)
@@ -213,7 +215,7 @@ func TestFrontierBounded(t *testing.T) {
 
 // Untrusted input fails with an error, never a panic.
 func TestFrontierBadInput(t *testing.T) {
-	ctrl, err := adaptive.New()
+	ctrl, err := polite.New(polite.Config{})
 	require.NoError(t, err)
 	_, err = frontier.New(nil, frontier.Config{})
 	assert.Error(t, err)
@@ -228,7 +230,7 @@ func TestFrontierBadInput(t *testing.T) {
 	assert.ErrorIs(t, q.Run(nil), frontier.ErrNotAttached)
 	assert.ErrorIs(t, q.Run(colly.NewCollector()), frontier.ErrNotAttached)
 	c := colly.NewCollector(colly.Async())
-	require.NoError(t, ctrl.Attach(c))
+	require.NoError(t, adaptive.AttachTo(c, ctrl))
 	assert.ErrorIs(t, q.Run(c), frontier.ErrAsync)
 	assert.True(t, q.IsEmpty())
 }
@@ -240,7 +242,7 @@ func TestFrontierStop(t *testing.T) {
 		srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{"a.test": {}}})
 		c := colly.NewCollector(colly.AllowURLRevisit())
 		c.WithTransport(srv.Transport())
-		ctrl := adaptive.Attach(c, adaptive.WithRobots(false), adaptive.WithRate(1))
+		ctrl := adaptive.Attach(c, polite.Config{Robots: new(false), Default: polite.Rule{Rate: 1}})
 		q, err := frontier.New(ctrl, frontier.Config{Threads: 2})
 		require.NoError(t, err)
 		for i := range 10 {
@@ -271,7 +273,7 @@ func TestFrontierFindsTheLimit(t *testing.T) {
 			}}})
 			c := colly.NewCollector()
 			c.WithTransport(srv.Transport())
-			ctrl := adaptive.Attach(c, adaptive.WithRobots(false), adaptive.WithJitterSeed(1))
+			ctrl := adaptive.Attach(c, polite.Config{Robots: new(false), JitterSeed: 1})
 			type runner interface {
 				AddURL(string) error
 				Run(*colly.Collector) error
@@ -302,7 +304,7 @@ func TestFrontierFindsTheLimit(t *testing.T) {
 }
 
 // A URL robots.txt disallows is handed out at once and fails in Colly's
-// hands with adaptive.ErrDisallowed (OnError), unsent, holding no slot.
+// hands with polite.ErrDisallowed (OnError), unsent, holding no slot.
 func TestFrontierDisallowed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{"a.test": {
@@ -310,10 +312,10 @@ func TestFrontierDisallowed(t *testing.T) {
 		}}})
 		c := colly.NewCollector()
 		c.WithTransport(srv.Transport())
-		ctrl := adaptive.Attach(c, adaptive.WithJitterSeed(1))
+		ctrl := adaptive.Attach(c, polite.Config{JitterSeed: 1})
 		var disallowed atomic.Int64
 		c.OnError(func(_ *colly.Response, err error) {
-			if errors.Is(err, adaptive.ErrDisallowed) {
+			if errors.Is(err, polite.ErrDisallowed) {
 				disallowed.Add(1)
 			}
 		})
@@ -346,8 +348,7 @@ func TestFrontierWithStore(t *testing.T) {
 		for i := range 2 {
 			c := colly.NewCollector(colly.AllowURLRevisit())
 			c.WithTransport(srv.Transport())
-			ctrl := adaptive.Attach(c, adaptive.WithRobots(false), adaptive.WithJitterSeed(uint64(i+1)),
-				adaptive.WithStore(store), adaptive.WithDefault(adaptive.Rule{Rate: 5, InitialRate: 5}))
+			ctrl := adaptive.Attach(c, polite.Config{Robots: new(false), JitterSeed: uint64(i + 1), Store: store, Default: polite.Rule{Rate: 5, InitialRate: 5}})
 			require.NoError(t, ctrl.Err())
 			q, err := frontier.New(ctrl, frontier.Config{Threads: 4})
 			require.NoError(t, err)
@@ -356,7 +357,7 @@ func TestFrontierWithStore(t *testing.T) {
 			}
 			wg.Go(func() {
 				assert.NoError(t, q.Run(c))
-				for _, s := range ctrl.Snapshots() {
+				for _, s := range ctrl.Report().Scopes {
 					assert.Zero(t, s.InFlight, s.Scope)
 					assert.Zero(t, s.Waiting, s.Scope)
 				}

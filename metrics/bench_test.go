@@ -8,18 +8,19 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/colly-polite/polite"
+
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/colly-polite/polite/adaptive"
 	"github.com/colly-polite/polite/metrics"
 )
 
 // registered is a controller that never waits, with a logger that takes
 // nothing below Warn (the decision log off) and a collector registered and
 // scraped once.
-func registered(tb testing.TB) *adaptive.Controller {
+func registered(tb testing.TB) *polite.Controller {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	ctrl := fastController(tb, adaptive.WithLogger(quiet))
+	ctrl := fastController(tb, polite.Config{Logger: quiet})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics.New(ctrl))
 	if _, err := reg.Gather(); err != nil {

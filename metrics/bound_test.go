@@ -11,21 +11,27 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/colly-polite/polite"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/colly-polite/polite/adaptive"
 	"github.com/colly-polite/polite/metrics"
 )
 
 // fastController never makes a request wait, so that thousands of scopes
 // can be driven in a loop.
-func fastController(t testing.TB, opts ...adaptive.Option) *adaptive.Controller {
+func fastController(t testing.TB, cfg ...polite.Config) *polite.Controller {
 	t.Helper()
-	ctrl, err := adaptive.New(append([]adaptive.Option{adaptive.WithDefault(adaptive.Rule{InitialRate: 1e9, StartConcurrency: 1 << 20, MaxConcurrency: 1 << 20})}, opts...)...)
+	var c polite.Config
+	if len(cfg) > 0 {
+		c = cfg[0]
+	}
+	c.Default = polite.Rule{InitialRate: 1e9, StartConcurrency: 1 << 20, MaxConcurrency: 1 << 20}
+	ctrl, err := polite.New(c)
 	require.NoError(t, err)
 	return ctrl
 }
@@ -84,7 +90,7 @@ func total(s map[string]float64, name string) float64 {
 }
 
 // visit sends n requests with status 200 to host.
-func visit(t *testing.T, ctrl *adaptive.Controller, host string, n int) {
+func visit(t *testing.T, ctrl *polite.Controller, host string, n int) {
 	t.Helper()
 	req, _ := http.NewRequest("GET", "http://"+host+"/", nil)
 	resp := &http.Response{StatusCode: 200, Header: http.Header{}}
@@ -101,7 +107,7 @@ func visit(t *testing.T, ctrl *adaptive.Controller, host string, n int) {
 // down, and the freed labels go to new scopes.
 func TestCardinalityBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctrl := fastController(t, adaptive.WithConfig(adaptive.Config{IdleTTL: time.Minute}))
+		ctrl := fastController(t, polite.Config{IdleTTL: time.Minute})
 		c := metrics.New(ctrl, metrics.WithMaxScopes(50), metrics.WithMinRequests(10))
 		sent := 0
 		for i := range 10_000 {
@@ -185,7 +191,7 @@ func TestScopeNamedOther(t *testing.T) {
 // configured ceiling, and others folded.
 func TestLint(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctrl, err := adaptive.New(adaptive.WithRate(1))
+		ctrl, err := polite.New(polite.Config{Default: polite.Rule{Rate: 1}})
 		require.NoError(t, err)
 		for range 2 {
 			send(t, ctrl, "http://a.test/", 200)
@@ -215,7 +221,7 @@ func TestLint(t *testing.T) {
 // every Gather fail, "not valid UTF-8", and /metrics answer 500.)
 func TestHostileScopeLabels(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctrl := fastController(t, adaptive.WithScope(func(r *http.Request) string { return r.Header.Get("Scope") }))
+		ctrl := fastController(t, polite.Config{Scope: func(r *http.Request) string { return r.Header.Get("Scope") }})
 		as := func(scope string, n int) {
 			req, _ := http.NewRequest("GET", "http://a.test/", nil)
 			req.Header.Set("Scope", scope)
@@ -254,7 +260,7 @@ func TestHostileScopeLabels(t *testing.T) {
 			return out
 		}
 		got := labels()
-		assert.Len(t, got, 5, "four labels of their own and other: %q", got)
+		assert.Len(t, got, 4, "four labels of their own, and no other (nothing is folded): %q", got)
 		var cleaned string
 		for l := range got {
 			assert.True(t, utf8.ValidString(l))

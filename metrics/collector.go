@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite"
 	"github.com/colly-polite/polite/classify"
 )
 
@@ -24,7 +24,7 @@ const (
 	DefaultMinRequests = 10
 )
 
-// Collector is a prometheus.Collector over one adaptive.Controller. Make
+// Collector is a prometheus.Collector over one polite.Controller. Make
 // one with New; the zero value is not usable. It is safe for concurrent
 // use (scrapes are serialised).
 //
@@ -35,7 +35,7 @@ const (
 // what a scope counted before the scrape that labels it stays in "other"
 // if an earlier scrape counted it there, and an evicted scope's counts
 // move to "other" whole (the controller keeps the totals of evicted
-// scopes, adaptive.Report). Gauges of "other" are sums
+// scopes, polite.Report). Gauges of "other" are sums
 // over its live scopes (the RTT a mean); each scope-state gauge
 // (pause_reason, breaker_state, phase) counts the scopes in that state.
 //
@@ -45,7 +45,7 @@ const (
 // fails a scrape and two names that clean up alike stay apart. A scope
 // whose label another scope already holds is summed under "other".
 type Collector struct {
-	ctrl        *adaptive.Controller
+	ctrl        *polite.Controller
 	maxScopes   int
 	minRequests uint64
 	d           descs
@@ -106,7 +106,7 @@ func WithConstLabels(l prometheus.Labels) Option { return func(c *Collector) { c
 // New returns a Collector over ctrl:
 //
 //	reg.MustRegister(metrics.New(ctrl))
-func New(ctrl *adaptive.Controller, opts ...Option) *Collector {
+func New(ctrl *polite.Controller, opts ...Option) *Collector {
 	c := &Collector{ctrl: ctrl, labelled: map[string]*labelled{}}
 	for _, o := range opts {
 		if o != nil {
@@ -146,7 +146,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	// evicted (gone, or replaced by a new scope with the same key). A label
 	// in use is not given to another scope (a key spelled like another's
 	// cleaned label): that one is folded, never a duplicate series.
-	live := make(map[string]*adaptive.Snapshot, len(c.labelled))
+	live := make(map[string]*polite.Snapshot, len(c.labelled))
 	for i := range r.Scopes {
 		if _, ok := c.labelled[r.Scopes[i].Scope]; ok {
 			live[r.Scopes[i].Scope] = &r.Scopes[i]
@@ -163,6 +163,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 	other := newSum()
 	other.add(tallyOf(r.Evicted.Counts, r.Evicted.Statuses, r.Evicted.Retries, r.Evicted.PausedTotal))
+	// "other" is shown once it holds something: a folded or evicted
+	// scope, or what a scope counted before its label
+	folded := r.EvictedScopes > 0
 	for i := range r.Scopes {
 		s := &r.Scopes[i]
 		t := tallyOf(s.Counts, s.Statuses, s.Retries, s.PausedTotal)
@@ -183,34 +186,40 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if l == nil {
 			other.add(t)
 			other.gauges(s)
+			folded = true
 			continue
 		}
 		other.add(l.base)
+		folded = folded || l.base.requests() > 0
 		own := newSum()
 		own.add(t.minus(l.base))
 		own.gauges(s)
 		c.emit(ch, l.label, own, s)
 	}
-	c.emit(ch, Other, other, nil)
+	if folded {
+		c.emit(ch, Other, other, nil)
+	}
 	c.last = r.Time
 
 	ch <- prometheus.MustNewConstMetric(c.d.scopes, prometheus.GaugeValue, float64(len(r.Scopes)))
-	ch <- prometheus.MustNewConstMetric(c.d.evicted, prometheus.CounterValue, float64(r.Evicted.Scopes))
-	for cl, n := range r.Dropped {
-		ch <- prometheus.MustNewConstMetric(c.d.dropped, prometheus.CounterValue, float64(n), cl.String())
-	}
-	buckets := make(map[float64]uint64, len(r.Waits.Bounds))
+	ch <- prometheus.MustNewConstMetric(c.d.evicted, prometheus.CounterValue, float64(r.EvictedScopes))
+	ch <- prometheus.MustNewConstMetric(c.d.dropped, prometheus.CounterValue, float64(r.DroppedEvents))
+	buckets := make(map[float64]uint64, len(r.WaitBounds))
 	var cum uint64
-	for i, b := range r.Waits.Bounds {
-		cum += r.Waits.Counts[i]
+	for i, b := range r.WaitBounds {
+		cum += r.WaitCounts[i]
 		buckets[b.Seconds()] = cum
 	}
-	ch <- prometheus.MustNewConstHistogram(c.d.wait, r.Waits.Count(), r.Waits.Sum.Seconds(), buckets)
+	total := cum
+	for _, n := range r.WaitCounts[len(r.WaitBounds):] {
+		total += n
+	}
+	ch <- prometheus.MustNewConstHistogram(c.d.wait, total, r.WaitSum.Seconds(), buckets)
 }
 
 // emit sends the series of one scope label. s is the scope's snapshot
 // (nil for "other", which has no ceiling of its own).
-func (c *Collector) emit(ch chan<- prometheus.Metric, scope string, m *sum, s *adaptive.Snapshot) {
+func (c *Collector) emit(ch chan<- prometheus.Metric, scope string, m *sum, s *polite.Snapshot) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{scope}, labels...)...)
 	}
@@ -236,14 +245,14 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, scope string, m *sum, s *a
 	for k, n := range m.phase {
 		gauge(c.d.phase, n, k)
 	}
-	if s != nil && s.Ceiling != adaptive.CeilingNone {
-		gauge(c.d.ceiling, s.CeilingRate, s.Ceiling.String())
+	if s != nil && s.Ceiling != polite.CeilingNone {
+		gauge(c.d.ceiling, s.CeilingRate, string(s.Ceiling))
 	}
-	if s != nil && s.Fleet != nil {
-		gauge(c.d.fleetRate, s.Fleet.Rate)
-		gauge(c.d.fleetProcesses, float64(s.Fleet.Live))
+	if s != nil && s.FleetProcesses > 0 {
+		gauge(c.d.fleetRate, s.FleetRate)
+		gauge(c.d.fleetProcesses, float64(s.FleetProcesses))
 		shared := 0.0
-		if s.Fleet.Shared {
+		if s.FleetShared {
 			shared = 1
 		}
 		gauge(c.d.fleetShared, shared)
@@ -263,7 +272,7 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, scope string, m *sum, s *a
 }
 
 func codeLabel(code int) string {
-	if code == adaptive.StatusOther {
+	if code == polite.StatusOther {
 		return Other
 	}
 	return strconv.Itoa(code)
@@ -342,21 +351,24 @@ func (m *sum) add(t tally) {
 	m.t.paused += t.paused
 }
 
-func (m *sum) gauges(s *adaptive.Snapshot) {
+func (m *sum) gauges(s *polite.Snapshot) {
 	m.rate += s.Rate
 	m.estimate += s.Estimate
-	m.limit += s.Limit
+	m.limit += float64(s.Limit)
 	m.inFlight += float64(s.InFlight)
 	m.waiting += float64(s.Waiting)
 	if s.RTT > 0 {
 		m.rttSum += s.RTT
 		m.rttN++
 	}
-	reason := s.PauseReason.String()
-	if s.Parked {
-		reason = adaptive.PauseBlocked.String()
+	reason := string(s.PauseReason)
+	switch {
+	case s.Parked:
+		reason = string(polite.PauseBlocked)
+	case reason == "":
+		reason = "none"
 	}
 	m.paused[reason]++
-	m.breaker[s.Breaker.String()]++
-	m.phase[s.Phase]++
+	m.breaker[string(s.Breaker)]++
+	m.phase[string(s.Phase)]++
 }

@@ -8,17 +8,18 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/colly-polite/polite"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
-	"github.com/colly-polite/polite/adaptive"
 	"github.com/colly-polite/polite/fleet"
 	"github.com/colly-polite/polite/metrics"
 )
 
 // send acquires a slot for url on ctrl and records a response of status
 // with header h (key, value pairs).
-func send(t *testing.T, ctrl *adaptive.Controller, url string, status int, h ...string) {
+func send(t *testing.T, ctrl *polite.Controller, url string, status int, h ...string) {
 	t.Helper()
 	req, err := http.NewRequest("GET", url, nil)
 	require.NoError(t, err)
@@ -33,12 +34,14 @@ func send(t *testing.T, ctrl *adaptive.Controller, url string, status int, h ...
 
 // A scripted scope: a configured ceiling of 1 req/s, six responses (three
 // 200s, a 404, a 418, a 429 with Retry-After: 2), then the pause runs out.
+// With one scope, labelled, there is no "other" series at all: nothing is
+// folded into it.
 // Everything here is exact in virtual time: the waits (0, 0.99 s, as the
 // pacer gives the first send's 10 ms of credit, then 1 s each), the
 // counts, the 2 s paused.
 func TestCollectScriptedScope(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctrl, err := adaptive.New(adaptive.WithConfig(adaptive.Config{Jitter: -1}), adaptive.WithRate(1), adaptive.WithJitterSeed(1))
+		ctrl, err := polite.New(polite.Config{Jitter: -1, JitterSeed: 1, Default: polite.Rule{Rate: 1}})
 		require.NoError(t, err)
 		for range 3 {
 			send(t, ctrl, "http://a.test/", 200)
@@ -63,11 +66,9 @@ colly_polite_responses_total{code="other",scope="a.test"} 1
 # HELP colly_polite_pause_seconds_total Time spent paused (Retry-After, backoff, quota, breaker).
 # TYPE colly_polite_pause_seconds_total counter
 colly_polite_pause_seconds_total{scope="a.test"} 2
-colly_polite_pause_seconds_total{scope="other"} 0
 # HELP colly_polite_retries_total Attempts after the first of a request.
 # TYPE colly_polite_retries_total counter
 colly_polite_retries_total{scope="a.test"} 0
-colly_polite_retries_total{scope="other"} 0
 # HELP colly_polite_pause_reason Scopes by why they are paused: retry-after, backoff, quota, breaker, blocked (parked), or none.
 # TYPE colly_polite_pause_reason gauge
 colly_polite_pause_reason{reason="none",scope="a.test"} 1
@@ -77,7 +78,6 @@ colly_polite_breaker_state{scope="a.test",state="closed"} 1
 # HELP colly_polite_in_flight_requests Requests sent and not yet answered.
 # TYPE colly_polite_in_flight_requests gauge
 colly_polite_in_flight_requests{scope="a.test"} 0
-colly_polite_in_flight_requests{scope="other"} 0
 # HELP colly_polite_wait_seconds Polite wait of each granted request, from asking its scope for a slot to getting one.
 # TYPE colly_polite_wait_seconds histogram
 colly_polite_wait_seconds_bucket{le="0"} 1
@@ -114,9 +114,9 @@ colly_polite_scopes 1
 func TestCollectFleet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &fleet.MemoryStore{}
-		var ctrls []*adaptive.Controller
+		var ctrls []*polite.Controller
 		for i := range 2 {
-			ctrl, err := adaptive.New(adaptive.WithStore(store), adaptive.WithRate(3), adaptive.WithJitterSeed(uint64(i+1)))
+			ctrl, err := polite.New(polite.Config{Store: store, JitterSeed: uint64(i + 1), Default: polite.Rule{Rate: 3}})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = ctrl.Close() })
 			ctrls = append(ctrls, ctrl)

@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/colly-polite/polite"
+
 	"github.com/gocolly/colly/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
@@ -41,13 +43,12 @@ func TestScrapeDuringFrontierCrawl(t *testing.T) {
 		srv := testserver.NewTest(t, testserver.Config{Hosts: hosts})
 		store := &fleet.MemoryStore{}
 		debug := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		var ctrls []*adaptive.Controller
+		var ctrls []*polite.Controller
 		var crawls sync.WaitGroup
 		for i := range 2 {
 			c := colly.NewCollector(colly.AllowURLRevisit())
 			c.WithTransport(srv.Transport())
-			ctrl := adaptive.Attach(c, adaptive.WithRobots(false), adaptive.WithStore(store),
-				adaptive.WithLogger(debug), adaptive.WithJitterSeed(uint64(i+1)))
+			ctrl := adaptive.Attach(c, polite.Config{Robots: new(false), Store: store, Logger: debug, JitterSeed: uint64(i + 1)})
 			require.NoError(t, ctrl.Err())
 			ctrls = append(ctrls, ctrl)
 			q, err := frontier.New(ctrl, frontier.Config{Threads: 6})
@@ -74,7 +75,7 @@ func TestScrapeDuringFrontierCrawl(t *testing.T) {
 					_, err := reg.Gather()
 					assert.NoError(t, err)
 					_ = ctrl.Report()
-					_ = ctrl.Snapshots()
+					_ = ctrl.Report().Scopes
 				}
 			})
 		}

@@ -41,7 +41,7 @@ func newDescs(constLabels prometheus.Labels) descs {
 	d.pauseSeconds = desc("pause_seconds_total", "Time spent paused (Retry-After, backoff, quota, breaker).", sc)
 	d.scopes = desc("scopes", "Live scopes.")
 	d.evicted = desc("scopes_evicted_total", "Scopes evicted after being idle.")
-	d.dropped = desc("events_dropped_total", "Events dropped because nobody read their stream, by class.", "class")
+	d.dropped = desc("events_dropped_total", "Events dropped because nobody read the stream in time.")
 	d.wait = desc("wait_seconds", "Polite wait of each granted request, from asking its scope for a slot to getting one.")
 	return d
 }

@@ -1,4 +1,4 @@
-// Package metrics exports an adaptive.Controller to Prometheus:
+// Package metrics exports an polite.Controller to Prometheus:
 //
 //	reg.MustRegister(metrics.New(ctrl))
 //

@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/colly-polite/polite"
+
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/colly-polite/polite/adaptive"
 	"github.com/colly-polite/polite/metrics"
 )
 
@@ -15,7 +16,7 @@ import (
 // own once they reach the traffic threshold (here 2 requests); the others
 // are summed under scope="other".
 func ExampleNew() {
-	ctrl, _ := adaptive.New(adaptive.WithDefault(adaptive.Rule{InitialRate: 1000}))
+	ctrl, _ := polite.New(polite.Config{Default: polite.Rule{InitialRate: 1000}})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics.New(ctrl, metrics.WithMinRequests(2)))
 

@@ -5,13 +5,14 @@ import (
 
 	"context"
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/redis/go-redis/v9"
 )

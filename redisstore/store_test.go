@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/colly-polite/polite"
+
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/colly-polite/polite/adaptive"
 	"github.com/colly-polite/polite/fleet"
 	"github.com/colly-polite/polite/fleet/storetest"
 	"github.com/colly-polite/polite/redisstore"
@@ -168,12 +169,14 @@ func TestFleet(t *testing.T) {
 	}})
 	var logs syncBuffer
 	store := redisstore.New(rdb, redisstore.Options{Prefix: "fleet"})
-	var ctrls []*adaptive.Controller
+	var ctrls []*polite.Controller
 	for i := range 3 {
-		ctrl, err := adaptive.New(adaptive.WithRobots(false), adaptive.WithJitterSeed(uint64(i+1)), adaptive.WithStore(store),
-			adaptive.WithRule(adaptive.Rule{Domain: "a.test", Rate: 9, InitialRate: 9}),
-			adaptive.WithRule(adaptive.Rule{Domain: "b.test", MaxRetries: -1, InitialRate: 12}), // a 429 is the caller's: no tail of retries; starts above the limit: it throttles
-			adaptive.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		ctrl, err := polite.New(polite.Config{Robots: new(false), JitterSeed: uint64(i + 1), Store: store, Logger:
+
+		// a 429 is the caller's: no tail of retries; starts above the limit: it throttles
+		slog.New(slog.NewTextHandler(&logs, nil)), Rules: []polite.Rule{polite.Rule{Domain: "a.test", Rate: 9, InitialRate: 9},
+			polite.Rule{Domain: "b.test", MaxRetries: -1, InitialRate: 12}}},
+		)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = ctrl.Close() })
 		ctrls = append(ctrls, ctrl)
@@ -275,7 +278,7 @@ func TestSubscribeSurvivesRestart(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for i := 0; ; i++ {
 		scope := fmt.Sprintf("after-%d", i)
-		_, err := s.Return(ctx, fleet.Return{Scope: scope, Process: "p", Pause: time.Minute, Reason: fleet.Reason(adaptive.PauseBackoff)})
+		_, err := s.Return(ctx, fleet.Return{Scope: scope, Process: "p", Pause: time.Minute, Reason: fleet.Reason(2) /* backoff */})
 		if err == nil {
 			select {
 			case got := <-heard:

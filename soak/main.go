@@ -27,7 +27,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite"
+
 	"github.com/colly-polite/polite/internal/demo"
 	"github.com/colly-polite/polite/testserver"
 )
@@ -85,7 +86,7 @@ func run(nHosts int, total int64, workers int, limit time.Duration, memprofile s
 	for i, h := range names {
 		urls[i] = srv.HostURL(h)
 	}
-	tr := adaptive.NewTransport(srv.Transport(), adaptive.WithDefault(adaptive.Rule{MaxRetries: -1}))
+	tr := polite.NewTransport(srv.Transport(), polite.Config{Default: polite.Rule{MaxRetries: -1}})
 	client := &http.Client{Transport: tr}
 	ctrl := tr.Controller()
 
@@ -109,7 +110,7 @@ func run(nHosts int, total int64, workers int, limit time.Duration, memprofile s
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		s := sample{at: marks[i].at, requests: n, elapsed: time.Since(start), heapMB: float64(ms.HeapAlloc) / (1 << 20),
-			sysMB: float64(ms.Sys) / (1 << 20), goroutines: runtime.NumGoroutine(), fds: openFDs(), scopes: ctrl.Len()}
+			sysMB: float64(ms.Sys) / (1 << 20), goroutines: runtime.NumGoroutine(), fds: openFDs(), scopes: len(ctrl.Report().Scopes)}
 		smu.Lock()
 		samples = append(samples, s)
 		smu.Unlock()
@@ -138,7 +139,7 @@ func run(nHosts int, total int64, workers int, limit time.Duration, memprofile s
 				switch {
 				case err != nil:
 					failed.Add(1)
-					if errors.Is(err, adaptive.ErrPaused) || errors.Is(err, context.DeadlineExceeded) {
+					if errors.Is(err, polite.ErrPaused) || errors.Is(err, context.DeadlineExceeded) {
 						// a paused scope, or a wait past the deadline, fails
 						// fast: do not spin on it
 						demo.Sleep(ctx, 10*time.Millisecond)
@@ -160,7 +161,7 @@ func run(nHosts int, total int64, workers int, limit time.Duration, memprofile s
 	wg.Wait()
 	elapsed := time.Since(start)
 	idle := 0
-	for _, s := range ctrl.Snapshots() {
+	for _, s := range ctrl.Report().Scopes {
 		idle += s.InFlight + s.Waiting
 	}
 	var violations int

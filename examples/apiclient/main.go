@@ -1,4 +1,4 @@
-// Apiclient shows package adaptive outside Colly: adaptive.NewTransport
+// Apiclient shows package adaptive outside Colly: polite.NewTransport
 // makes a plain http.Client polite towards an API that announces its quota.
 //
 // The API (the bundled testserver, on real loopback sockets) allows 100
@@ -34,7 +34,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite"
+
 	"github.com/colly-polite/polite/internal/demo" // helpers shared by this repository's programs
 	"github.com/colly-polite/polite/testserver"
 )
@@ -65,7 +66,7 @@ func main() {
 	defer srv.Close()
 
 	// The whole integration: the controller as the client's transport.
-	tr := adaptive.NewTransport(srv.Transport())
+	tr := polite.NewTransport(srv.Transport())
 	client := &http.Client{Transport: tr}
 	ctrl := tr.Controller()
 	base := srv.HostURL(host)

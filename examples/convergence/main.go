@@ -41,6 +41,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/colly-polite/polite"
+
 	"github.com/gocolly/colly/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -95,16 +97,16 @@ func main() {
 	// line. robots.txt is off so that the run is about the hidden limit only.
 	c := colly.NewCollector(colly.AllowURLRevisit(), colly.StdlibContext(ctx))
 	c.WithTransport(srv.Transport())
-	opts := []adaptive.Option{adaptive.WithRobots(false)}
+	cfg := polite.Config{Robots: new(false)}
 	if *logFile != "" {
 		f, err := os.Create(*logFile)
 		if err != nil {
 			log.Fatal(err)
 		}
 		defer f.Close()
-		opts = append(opts, adaptive.WithLogger(slog.New(slog.NewTextHandler(f, nil))))
+		cfg.Logger = slog.New(slog.NewTextHandler(f, nil))
 	}
-	ctrl := adaptive.Attach(c, opts...)
+	ctrl := adaptive.Attach(c, cfg)
 	if err := ctrl.Err(); err != nil {
 		log.Fatal(err)
 	}
@@ -159,7 +161,7 @@ func main() {
 		demo.Sleep(ctx, at-srv.Elapsed())
 		st := srv.Stats(host)
 		snap, _ := ctrl.Snapshot(scopeOf(base))
-		s := sample{t: at - start, limit: snap.Limit, inflight: snap.InFlight, rate: snap.Rate,
+		s := sample{t: at - start, limit: float64(snap.Limit), inflight: snap.InFlight, rate: snap.Rate,
 			ok: ok.Load(), rejected: st.ByStatus[429]}
 		samples = append(samples, s)
 		if at-start <= *warmup {
@@ -215,11 +217,11 @@ type sample struct {
 }
 
 // scopeOf is the controller's scope key of a base URL "http://host:port".
-func scopeOf(base string) string { return adaptive.NormalizeHost("http", base[len("http://"):]) }
+func scopeOf(base string) string { return demo.ScopeOf(base) }
 
 // serveMetrics serves ctrl's metrics at http://addr/metrics until stop is
 // called.
-func serveMetrics(addr string, ctrl *adaptive.Controller) (stop func(), err error) {
+func serveMetrics(addr string, ctrl *polite.Controller) (stop func(), err error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics.New(ctrl))
 	mux := http.NewServeMux()

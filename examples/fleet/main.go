@@ -1,6 +1,6 @@
 // Fleet runs several processes as one polite client. Each process is a
 // Colly collector made polite with adaptive.Attach, and all of them share
-// one Redis through adaptive.WithStore and package redisstore: the host
+// one Redis through polite.WithStore and package redisstore: the host
 // sees one send schedule, one estimate of its limit, one pause and one
 // concurrency budget, however many processes crawl it.
 //
@@ -43,6 +43,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/colly-polite/polite"
 
 	"github.com/gocolly/colly/v2"
 	"github.com/redis/go-redis/v9"
@@ -296,7 +298,7 @@ func child(args []string) error {
 	c.WithTransport(counting{next: dialAt(*addr), n: &sent})
 	// WithStore is what makes the process one of the fleet. (robots.txt
 	// is off: the test site has none worth reading.)
-	ctrl := adaptive.Attach(c, adaptive.WithStore(store), adaptive.WithRobots(false))
+	ctrl := adaptive.Attach(c, polite.Config{Store: store, Robots: new(false)})
 	defer ctrl.Close() // gives its concurrency leases back to the fleet
 	if err := ctrl.Err(); err != nil {
 		return err

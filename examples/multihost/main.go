@@ -15,7 +15,7 @@
 // that a slow host cannot hold the goroutines the others need. Blocked
 // events (403s, block pages) arrive on ctrl.Events(classify.Blocked); after
 // three in a row the controller parks the scope and further visits fail at
-// once with adaptive.ErrBlocked, which stops that host's workers here (a real
+// once with polite.ErrBlocked, which stops that host's workers here (a real
 // crawler would rotate its proxy and call ctrl.Unpark).
 //
 // Run it from the repository root:
@@ -42,6 +42,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/colly-polite/polite"
 
 	"github.com/gocolly/colly/v2"
 
@@ -113,7 +115,7 @@ func main() {
 
 	c := colly.NewCollector(colly.AllowURLRevisit(), colly.StdlibContext(ctx))
 	c.WithTransport(srv.Transport())
-	ctrl := adaptive.Attach(c, adaptive.WithRobots(false))
+	ctrl := adaptive.Attach(c, polite.Config{Robots: new(false)})
 	if err := ctrl.Err(); err != nil {
 		log.Fatal(err)
 	}
@@ -122,12 +124,12 @@ func main() {
 	byScope := map[string]*host{}
 	for i, s := range sites {
 		base := srv.HostURL(s.name) // http://127.0.0.1:PORT: a listener per host
-		h := &host{site: s, base: base, scope: adaptive.NormalizeHost("http", base[len("http://"):])}
+		h := &host{site: s, base: base, scope: demo.ScopeOf(base)}
 		hosts[i], byScope[h.scope] = h, h
 	}
 	// Colly hands each response or error to the callbacks with the request,
 	// whose host is the scope key.
-	hostOf := func(r *colly.Request) *host { return byScope[adaptive.NormalizeHost("http", r.URL.Host)] }
+	hostOf := func(r *colly.Request) *host { return byScope[demo.ScopeOf("http://"+r.URL.Host)] }
 	c.OnResponse(func(r *colly.Response) { hostOf(r.Request).ok.Add(1) })
 	c.OnError(func(r *colly.Response, err error) {
 		if h := hostOf(r.Request); h != nil && !errors.Is(err, context.Canceled) {
@@ -153,7 +155,10 @@ func main() {
 	events.Go(func() {
 		for {
 			select {
-			case e := <-ctrl.Events(classify.Blocked):
+			case e := <-ctrl.Events():
+				if e.Class != classify.Blocked {
+					continue
+				}
 				if n := blocked.Add(1); n <= 6 {
 					name, path := e.Scope, e.URL
 					if h := byScope[e.Scope]; h != nil {
@@ -162,7 +167,7 @@ func main() {
 					if u, err := url.Parse(e.URL); err == nil {
 						path = u.Path
 					}
-					fmt.Printf("%6v  blocked event: %s answered %d to %s (limit %.1f, rate %.2f req/s)\n",
+					fmt.Printf("%6v  blocked event: %s answered %d to %s (limit %d, rate %.2f req/s)\n",
 						elapsed(), name, e.Status, path, e.Limit, e.Rate)
 				}
 			case <-ctx.Done():
@@ -178,9 +183,9 @@ func main() {
 			wg.Go(func() {
 				for ctx.Err() == nil && time.Now().Before(end) && !h.parked.Load() {
 					err := c.Visit(fmt.Sprintf("%s/page/%d", h.base, seq.Add(1)%1000))
-					if errors.Is(err, adaptive.ErrBlocked) {
+					if errors.Is(err, polite.ErrBlocked) {
 						if !h.parked.Swap(true) {
-							// err is an *adaptive.ScopeError: the scope, the reason and until when
+							// err is an *polite.ScopeError: the scope, the reason and until when
 							fmt.Printf("%6v  %s is parked (%v): its workers stop\n", elapsed(), h.name, err)
 						}
 						return
@@ -213,8 +218,10 @@ func main() {
 	// The events that came in after the last read.
 	for more := true; more; {
 		select {
-		case <-ctrl.Events(classify.Blocked):
-			blocked.Add(1)
+		case e := <-ctrl.Events():
+			if e.Class == classify.Blocked {
+				blocked.Add(1)
+			}
 		default:
 			more = false
 		}
@@ -228,7 +235,7 @@ func main() {
 		st := srv.Stats(h.name)
 		good := float64(demo.CountIn(st.Accepted, from, to)) / (to - from).Seconds()
 		snap, _ := ctrl.Snapshot(h.scope)
-		state := fmt.Sprintf("rate %.2f, limit %.1f", snap.Rate, snap.Limit)
+		state := fmt.Sprintf("rate %.2f, limit %d", snap.Rate, snap.Limit)
 		if snap.Parked {
 			state = "PARKED"
 		}
@@ -239,7 +246,7 @@ func main() {
 	fmt.Println()
 	demo.Summary(os.Stdout, ctrl, follow)
 	ban := srv.Stats(hosts[len(hosts)-1].name) // banning.test
-	fmt.Printf("\nblocked events received: %d (dropped unread: %d)\n", blocked.Load(), ctrl.Dropped(classify.Blocked))
+	fmt.Printf("\nblocked events received: %d (dropped unread, every class: %d)\n", blocked.Load(), ctrl.Report().DroppedEvents)
 	switch snap, _ := ctrl.Snapshot(hosts[len(hosts)-1].scope); {
 	case snap.Parked:
 		fmt.Printf("banning.test: banned %d time(s); the controller parked it after %d 403s\n", ban.BanCount, ban.ByStatus[403])

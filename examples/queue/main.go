@@ -34,6 +34,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/colly-polite/polite"
+
 	"github.com/gocolly/colly/v2"
 	"github.com/gocolly/colly/v2/queue"
 
@@ -118,7 +120,7 @@ func run(mode string, work time.Duration, threads int) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	ctrl := adaptive.Attach(c, adaptive.WithRule(rule), adaptive.WithRobots(false))
+	ctrl := adaptive.Attach(c, polite.Config{Robots: new(false), Rules: []polite.Rule{rule}})
 	if err := ctrl.Err(); err != nil {
 		return 0, err
 	}

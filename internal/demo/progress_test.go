@@ -8,26 +8,26 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite"
 )
 
 // Why names what holds a scope back, the strongest reason first.
 func TestWhy(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	busy := adaptive.Snapshot{Limit: 4, InFlight: 4, Waiting: 3, Phase: "steady"}
+	busy := polite.Snapshot{Limit: 4, InFlight: 4, Waiting: 3, Phase: "steady"}
 	for _, tc := range []struct {
 		name string
-		s    adaptive.Snapshot
+		s    polite.Snapshot
 		want string
 	}{
-		{"idle", adaptive.Snapshot{Limit: 4, InFlight: 1}, "-"},
-		{"parked", adaptive.Snapshot{Parked: true, PauseReason: adaptive.PauseRetryAfter}, "waits: parked after blocks"},
-		{"paused", adaptive.Snapshot{PauseReason: adaptive.PauseRetryAfter, PausedUntil: now.Add(1500 * time.Millisecond)}, "waits: paused (retry-after), 1.5s left"},
-		{"half-open", adaptive.Snapshot{Limit: 4, Waiting: 2, Breaker: adaptive.BreakerHalfOpen}, "waits: breaker half-open, one probe at a time"},
+		{"idle", polite.Snapshot{Limit: 4, InFlight: 1}, "-"},
+		{"parked", polite.Snapshot{Parked: true, PauseReason: polite.PauseRetryAfter}, "waits: parked after blocks"},
+		{"paused", polite.Snapshot{PauseReason: polite.PauseRetryAfter, PausedUntil: now.Add(1500 * time.Millisecond)}, "waits: paused (retry-after), 1.5s left"},
+		{"half-open", polite.Snapshot{Limit: 4, Waiting: 2, Breaker: polite.BreakerHalfOpen}, "waits: breaker half-open, one probe at a time"},
 		{"limit", busy, "waits: concurrency limit"},
-		{"crawl-delay", adaptive.Snapshot{Limit: 4, Waiting: 3, Ceiling: adaptive.CeilingCrawlDelay, CeilingRate: 0.99}, "waits: crawl-delay ceiling 0.99/s"},
-		{"configured", adaptive.Snapshot{Limit: 4, Waiting: 3, Ceiling: adaptive.CeilingConfigured, CeilingRate: 5}, "waits: configured rate 5.00/s"},
-		{"pacing", adaptive.Snapshot{Limit: 4, Waiting: 3, Phase: "slow-start"}, "waits: pacing (slow-start)"},
+		{"crawl-delay", polite.Snapshot{Limit: 4, Waiting: 3, Ceiling: polite.CeilingCrawlDelay, CeilingRate: 0.99}, "waits: crawl-delay ceiling 0.99/s"},
+		{"configured", polite.Snapshot{Limit: 4, Waiting: 3, Ceiling: polite.CeilingConfigured, CeilingRate: 5}, "waits: configured rate 5.00/s"},
+		{"pacing", polite.Snapshot{Limit: 4, Waiting: 3, Phase: "slow-start"}, "waits: pacing (slow-start)"},
 	} {
 		if got := Why(tc.s, now); got != tc.want {
 			t.Errorf("%s: Why = %q, want %q", tc.name, got, tc.want)
@@ -42,7 +42,7 @@ func TestProgressAndSummary(t *testing.T) {
 }
 
 func testProgressAndSummary(t *testing.T) {
-	ctrl, err := adaptive.New()
+	ctrl, err := polite.New(polite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,420 @@
+package polite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/colly-polite/polite/classify"
+	"github.com/colly-polite/polite/internal/fleetclient"
+)
+
+// Controller makes every request of a collector (or an http.Client) polite:
+// it keeps one scope per scope key (a host by default), each finding its
+// server's limit, and the machinery they share: configuration, memory of
+// robots.txt and ceilings, event streams. Make one with New, Attach or
+// NewTransport; the zero value is not usable. A Controller is safe for
+// concurrent use.
+type Controller struct {
+	st     *settings // immutable once built
+	errMu  sync.Mutex
+	err    error     // guarded by errMu: configuration problems Attach or NewTransport met
+	origin time.Time // scopes keep time as durations since it (monotonic)
+	events stream
+	known  *knowledge          // what outlives a scope: robots.txt, ceilings
+	fleet  *fleetclient.Client // with a Store: the fleet's side, nil otherwise
+	// peekBody: detectors that may read the body are configured (block-page
+	// markers, or a Classifier with Detectors of its own), so the transport
+	// shows them the first 16 KiB of bodies under 500.
+	peekBody bool
+
+	global       *globalPacer  // Config.GlobalRate; nil when there is none
+	reservations atomic.Uint64 // numbers reservations
+	watch        watchers      // Notify's
+	waits        waits         // polite waits of granted requests
+
+	mu        sync.RWMutex
+	scopes    map[string]*scope // guarded by mu
+	lastSweep time.Duration     // guarded by mu
+	evicted   evictedTotals     // guarded by mu: what evicted scopes counted
+}
+
+// New makes a controller from cfg, validating it: an invalid field is an
+// error wrapping ErrConfig that names every problem.
+//
+//	ctrl, err := polite.New(polite.Config{Default: polite.Rule{Rate: 5}})
+//	client := &http.Client{Transport: ctrl.Transport(http.DefaultTransport)}
+func New(cfg Config) (*Controller, error) {
+	st, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	return newController(st), nil
+}
+
+func newController(st *settings) *Controller {
+	c := &Controller{
+		peekBody: st.Classifier.Detectors != nil,
+		events:   stream{buf: st.EventBuffer},
+		st:       st,
+		origin:   time.Now(),
+		known:    newMemory(st.MaxRemembered),
+		global:   newGlobalPacer(st.GlobalRate),
+		scopes:   make(map[string]*scope),
+	}
+	if st.Store != nil {
+		c.fleet = newFleet(st, c.now)
+		c.fleet.Subscribe(c.notified)
+	}
+	return c
+}
+
+// failSafe is New for the one-line constructors, which have no error to
+// return (NewTransport, adaptive.Attach): every valid setting is kept, each
+// invalid one gets the most conservative value of its field; the problems
+// are logged and reported by Err. At most one Config is given; more is a
+// problem too (the first is used).
+func failSafe(cfgs []Config) *Controller {
+	var cfg Config
+	var extra error
+	if len(cfgs) > 0 {
+		cfg = cfgs[0]
+	}
+	if len(cfgs) > 1 {
+		extra = fmt.Errorf("%w: %d Configs given, the first is used", ErrConfig, len(cfgs))
+	}
+	st, err := cfg.resolve()
+	c := newController(st)
+	if err = errors.Join(extra, err); err != nil {
+		c.err = err
+		logger(st).Error("polite: invalid configuration; each invalid setting takes its most conservative value", "err", err)
+	}
+	return c
+}
+
+// Err reports the configuration problems Attach or NewTransport met (each
+// invalid setting took the most conservative value of its field), and what
+// Attach's guard found later (a transport set on the collector after
+// Attach, wrapped again), or nil.
+func (c *Controller) Err() error {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	return c.err
+}
+
+// addErr adds err to what Err reports.
+func (c *Controller) addErr(err error) {
+	c.errMu.Lock()
+	c.err = errors.Join(c.err, err)
+	c.errMu.Unlock()
+}
+
+// now is the controller's clock: the time since its origin.
+func (c *Controller) now() time.Duration { return time.Since(c.origin) }
+
+// at converts a time on the controller's clock to a time.Time.
+func (c *Controller) at(d time.Duration) time.Time { return c.origin.Add(d) }
+
+// since converts a time.Time to the controller's clock.
+func (c *Controller) since(t time.Time) time.Duration { return t.Sub(c.origin) }
+
+// call is one request's scope, resolved once per request.
+type call struct {
+	key        string
+	rule       *rule
+	crawlDelay time.Duration // of the request's origin (robots.txt), 0: none
+}
+
+// resolve works out the scope and rule of req.
+func (c *Controller) resolve(req *http.Request) call {
+	return call{key: c.st.Scope(req), rule: c.st.ruleFor(reqScheme(req), reqHost(req))}
+}
+
+// scope returns the scope of key, creating it with what memory holds of it.
+func (c *Controller) scope(key string, r *rule, now time.Duration) *scope {
+	c.mu.RLock()
+	s := c.scopes[key]
+	c.mu.RUnlock()
+	if s != nil {
+		return s
+	}
+	c.mu.Lock()
+	if s = c.scopes[key]; s != nil {
+		c.mu.Unlock()
+		return s
+	}
+	evicted := c.sweepLocked(now)
+	s = newScope(key, r, now, c.st.JitterSeed)
+	tr := s.begin(c, now) // no lock needed yet: nobody else sees s
+	if rate, until := c.known.quota(key); rate > 0 && now < until {
+		s.core.setQuota(now, rate, until)
+	}
+	if est, limit, at := c.known.estimate(key); est > 0 {
+		// an estimate from an evicted scope or an import: trusted less
+		// the older it is
+		s.core.restore(now, decayed(est, now-at), limit)
+	}
+	s.end(&tr)
+	c.scopes[key] = s
+	c.mu.Unlock()
+	for _, e := range evicted {
+		c.st.Logger.LogAttrs(context.Background(), slog.LevelInfo, "adaptive",
+			slog.Time("t", c.at(now)), slog.String("scope", e.key), slog.String("event", "evicted"), slog.String("cause", "idle"),
+			slog.Uint64("requests", e.requests), slog.Duration("paused_total", e.paused))
+	}
+	c.observe(key, &tr, &cause{op: opCreate})
+	return s
+}
+
+// evictedScope is one scope evictedScope, for the log.
+type evictedScope struct {
+	key      string
+	requests uint64
+	paused   time.Duration
+}
+
+// sweepLocked evicts idle scopes (see scope.idle). It runs at most once per
+// IdleTTL/4, when a scope is created, so memory stays bounded by the scopes
+// used within about 1.25·IdleTTL. A quota ceiling still in force and the
+// law's estimate are remembered; Crawl-delays are in memory already. What
+// each scope counted is folded into c.gone. It returns the scopes evicted
+// when the log takes them, to be logged without the lock.
+func (c *Controller) sweepLocked(now time.Duration) []evictedScope {
+	if now-c.lastSweep < c.st.IdleTTL/4 {
+		return nil
+	}
+	c.lastSweep = now
+	info, _ := c.logLevels()
+	var out []evictedScope
+	for k, s := range c.scopes {
+		s.mu.Lock()
+		idle := s.idle(now, c.st.IdleTTL)
+		var qr, est, limit float64
+		var qu, used time.Duration
+		if idle {
+			s.dead = true
+			delete(c.scopes, k)
+			state := s.core.state()
+			c.evicted.add(s, &state, now)
+			qr, qu = s.core.quotaCeiling(now)
+			est, limit, used = state.estimate, state.limit, s.lastUsed
+			if info {
+				e := evictedScope{key: k, paused: s.core.pausedTotal(now)}
+				for _, n := range state.counts {
+					e.requests += uint64(n)
+				}
+				out = append(out, e)
+			}
+		}
+		s.mu.Unlock()
+		if qr > 0 {
+			c.known.keepQuota(k, qr, qu)
+		}
+		if est > 0 {
+			// measured, last, when the scope was last used
+			c.known.keepEstimate(k, est, limit, used)
+		}
+	}
+	return out
+}
+
+// Acquire waits politely for a send slot on the scope of req and returns a
+// Permit to record the outcome with. It is the low-level API under the
+// transport, for callers that send requests by other means.
+func (c *Controller) Acquire(ctx context.Context, req *http.Request) (Permit, error) {
+	return c.acquire(ctx, c.resolve(req))
+}
+
+func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
+	start := time.Duration(-1)
+	busy := 0 // the fleet's answers "in use" in a row
+	for {
+		if err := ctx.Err(); err != nil {
+			return Permit{}, err
+		}
+		now := c.now()
+		if start < 0 {
+			start = now
+		}
+		s := c.scope(cl.key, cl.rule, now)
+		t, err := s.acquire(ctx, c, cl.key, now, cl.crawlDelay)
+		if err != nil {
+			return Permit{}, err
+		}
+		p := Permit{c: c, s: s, key: cl.key, t: t}
+		if s.dead {
+			// evicted between lookup and acquire: give the slot back, retry
+			s.untake(p.t)
+			continue
+		}
+		if c.fleet != nil {
+			send, err := c.fleet.Before(ctx, cl.key, fleetScope{c, cl.key, s}, busy, p.t.Paced)
+			if err != nil {
+				// the slot goes back; on ErrAgain or ErrBusy (the fleet's
+				// concurrency is in use, or a pause it shared voided the
+				// slot) ask again
+				s.untake(p.t)
+				c.notify(cl.key)
+				if err == fleetclient.ErrBusy {
+					busy++
+				}
+				if err == fleetclient.ErrAgain || err == fleetclient.ErrBusy {
+					continue
+				}
+				var long *fleetclient.TooLongError
+				if errors.As(err, &long) {
+					e := &ScopeError{Scope: cl.key, Until: c.at(c.now() + long.Wait), Err: ErrPaused}
+					if long.Paused {
+						e.Pause = pauseKind(long.Reason).public()
+					}
+					return Permit{}, e
+				}
+				return Permit{}, err
+			}
+			p.lease = send.Lease
+			// the fleet's concurrency all in use with this send: the limit
+			// may grow on its success (a process's own in-flight count is
+			// only its part of the fleet's); the fleet's schedule held it
+			// back: the rate was the bottleneck
+			p.t.InUse = p.t.InUse || send.Full
+			p.t.Paced = p.t.Paced || send.PacedByFleet
+			if send.At != 0 {
+				p.t.Sent = send.At // sent now, not when the local slot was granted
+			}
+		}
+		// sent is when it goes out: after the fleet's slot, if any
+		c.waits.observe(p.t.Sent - start)
+		return p, nil
+	}
+}
+
+// Permit is one granted send, from the moment its scope let it go to its
+// outcome. Record it exactly once, or Drop it. It is a small value; its
+// zero value holds nothing (Record and Drop do nothing).
+type Permit struct {
+	c     *Controller
+	s     *scope
+	key   string
+	t     stamp  // t.Sent is when it went out (after the fleet's slot)
+	lease string // with a Store: the fleet's lease ("" when the store was down)
+}
+
+// Record returns the slot and feeds the outcome to the control law.
+func (p Permit) Record(resp *http.Response, err error) {
+	if p.c == nil {
+		return
+	}
+	now := p.c.now()
+	o := p.c.outcomeOf(resp, err, nil)
+	if resp != nil {
+		o.rtt = now - p.t.Sent
+	}
+	p.c.finish(p, &o, resp, err, now)
+}
+
+// Drop returns the slot without feeding the control law.
+func (p Permit) Drop() {
+	if p.c == nil {
+		return
+	}
+	p.c.finish(p, &outcome{class: classify.Canceled}, nil, nil, p.c.now())
+}
+
+// retried counts a retry on p's scope: the transport calls it for each
+// attempt after the first of a request.
+func (p Permit) retried() {
+	if p.c != nil {
+		p.s.retried()
+	}
+}
+
+// outcomeOf classifies one attempt: resp (nil for a transport error err),
+// and the first bytes of its body when detectors read them.
+func (c *Controller) outcomeOf(resp *http.Response, err error, body []byte) outcome {
+	var o outcome
+	if resp == nil {
+		o.class = c.st.Classifier.Classify(classify.Outcome{Err: err})
+		return o
+	}
+	now := time.Now()
+	o.status = resp.StatusCode
+	o.class = c.st.Classifier.Classify(classify.Outcome{Status: resp.StatusCode, Header: resp.Header, Body: body, Err: err})
+	if o.class == classify.Throttled || o.class == classify.Overloaded {
+		// a value too large to represent comes back as classify.Forever:
+		// longer than any pause we wait for, so it parks
+		o.retryAfter, o.hasRA = classify.RetryAfter(resp.Header, now)
+	}
+	o.quota, o.hasQuota = classify.ParseQuota(resp.Header, now)
+	return o
+}
+
+// finish records the outcome of grant g at now, then tells the Store,
+// the event streams and the log what it decided.
+func (c *Controller) finish(p Permit, o *outcome, resp *http.Response, err error, now time.Duration) {
+	var tr transition
+	r, changed, version := p.s.record(c, now, p.t, o, &tr)
+	q := cause{op: opRecord, class: o.class, status: o.status, decreased: r.decreased, cut: r.cut, rtt: o.rtt}
+	if o.hasRA {
+		q.retryAfter = o.retryAfter
+	}
+	c.observe(p.key, &tr, &q)
+	if c.fleet != nil {
+		c.fleet.After(p.key, fleetScope{c, p.key, p.s}, fleetReport(p.lease, r, now, changed, version, o.class == classify.Success))
+	}
+	c.notify(p.key) // after the fleet's answer, which may move the rate
+	if !o.class.Signal() && o.class != classify.Blocked {
+		return
+	}
+	e := Event{
+		Time: c.at(now), Scope: p.key, Class: o.class, Status: o.status,
+		Limit: int(r.limit), Rate: r.rate,
+	}
+	if r.until != 0 {
+		e.PausedUntil = c.at(r.until)
+	}
+	if o.hasRA {
+		e.RetryAfter = o.retryAfter
+	}
+	if resp != nil && resp.Request != nil && resp.Request.URL != nil {
+		e.URL = resp.Request.URL.String()
+	}
+	if resp == nil {
+		e.Err = err
+	}
+	c.events.emit(e)
+}
+
+// Events returns the controller's stream of load signals: every throttle,
+// block, overload and transport failure, each Event carrying its Class, so
+// that a consumer takes one class or all. The stream is made on the first
+// call (Config.EventBuffer events deep; until then events cost nothing) and
+// every call returns it. Delivery never blocks the crawl: an event that
+// finds the stream full is dropped and counted (Report.DroppedEvents).
+func (c *Controller) Events() <-chan Event { return c.events.events() }
+
+// Unpark releases a scope parked after blocks (after rotating a proxy, say)
+// and clears its pause. It reports whether the scope existed.
+func (c *Controller) Unpark(scopeKey string) bool {
+	c.mu.RLock()
+	s := c.scopes[scopeKey]
+	c.mu.RUnlock()
+	if s == nil {
+		return false
+	}
+	s.unpark(c, scopeKey)
+	c.notify(scopeKey)
+	return true
+}
+
+// logger is the controller's logger: Config.Logger, or slog's default.
+func logger(st *settings) *slog.Logger {
+	if st.Logger != nil {
+		return st.Logger
+	}
+	return slog.Default()
+}

@@ -1,0 +1,66 @@
+package polite
+
+import (
+	"testing"
+	"time"
+
+	"github.com/colly-polite/polite/classify"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// An overload whose Retry-After is years long holds increases until the
+// pause ends plus Hold: no overflow into a hold that ends at once.
+func TestHoldAfterHugePause(t *testing.T) {
+	st, err := Config{JitterSeed: 1}.resolve()
+	require.NoError(t, err)
+	var c core
+	c.init("a.test", &st.def, 0, 1)
+	tenYears := 10 * 365 * 24 * time.Hour
+	c.record(0, c.take(0), &outcome{class: classify.Overloaded, status: 503, retryAfter: tenYears, hasRA: true}, st)
+	assert.GreaterOrEqual(t, c.gate.pausedUntil, tenYears)
+	assert.Equal(t, c.gate.pausedUntil+st.OverloadHold, c.law.HeldUntil())
+}
+
+// The core's decisions, one look at a time: a fresh scope sends; its
+// concurrency limit in use makes the next wait for a release; a 429 with
+// Retry-After pauses the scope until its end (plus jitter) and a wait past
+// MaxPause fails at once with the pause's reason; the pause's end lets it
+// send again.
+func TestCoreDecide(t *testing.T) {
+	st, err := Config{JitterSeed: 1, MaxPause: 10 * time.Second}.resolve()
+	require.NoError(t, err)
+	r, errs := Rule{StartConcurrency: 2, InitialRate: 1000}.resolve("Default")
+	require.Empty(t, errs)
+	var c core
+	c.init("a.test", &r, 0, 1)
+	now := time.Duration(0)
+
+	d := c.decide(now, st)
+	require.Equal(t, sendNow, d.kind)
+	t1 := c.take(now)
+	now += 10 * time.Millisecond
+	require.Equal(t, sendNow, c.decide(now, st).kind)
+	t2 := c.take(now)
+	assert.Equal(t, waitRelease, c.decide(now, st).kind, "two in flight: the limit")
+
+	now += 100 * time.Millisecond
+	re := c.record(now, t1, &outcome{class: classify.Throttled, status: 429, retryAfter: 3 * time.Second, hasRA: true, rtt: 100 * time.Millisecond}, st)
+	assert.True(t, re.decreased, "the first throttle ends slow start")
+	assert.GreaterOrEqual(t, re.until, now+3*time.Second)
+	d = c.decide(now, st)
+	assert.Equal(t, waitUntil, d.kind)
+	assert.Equal(t, re.until, d.wake, "the head wakes at the pause's end")
+
+	re = c.record(now, t2, &outcome{class: classify.Throttled, status: 429, retryAfter: 60 * time.Second, hasRA: true}, st)
+	assert.False(t, re.decreased, "the tail of the same burst")
+	d = c.decide(now, st)
+	assert.Equal(t, fail, d.kind, "a pause past MaxPause fails at once")
+	assert.Equal(t, pauseRetryAfter, d.why.pause)
+	assert.ErrorIs(t, d.why.err, ErrPaused)
+
+	paused := now
+	now = d.why.until
+	assert.Equal(t, sendNow, c.decide(now, st).kind, "the pause over")
+	assert.Equal(t, now-paused, c.pausedTotal(now), "paused from the first throttle to the end")
+}

@@ -1,0 +1,248 @@
+package polite
+
+import (
+	"encoding/binary"
+	"math"
+	"time"
+
+	"github.com/colly-polite/polite/fleet"
+	"github.com/colly-polite/polite/internal/fleetclient"
+	"github.com/colly-polite/polite/internal/law"
+)
+
+// The fleet, layered over the core: with a Store (WithStore), a
+// fleetclient.Client takes each send's turn in the fleet before it goes
+// (Controller.acquire) and tells the fleet what its answer decided after
+// (Controller.finish). What the client asks of a scope it asks through
+// fleetScope, over the scope's core methods and its fleet view; the core
+// knows nothing of the fleet.
+
+// newFleet is the controller's fleet client over st.Store: a lease lives a
+// minute, or the attempt timeout and ten seconds.
+func newFleet(st *settings, now func() time.Duration) *fleetclient.Client {
+	ttl := time.Minute
+	if st.AttemptTimeout > 0 {
+		ttl = st.AttemptTimeout + 10*time.Second
+	}
+	return fleetclient.New(st.Store, fleetclient.Config{TTL: ttl, MaxPause: st.MaxPause, Logger: logger(st), Now: now})
+}
+
+// scopeFleet is a scope's view of the fleet. Guarded by scope.mu.
+type scopeFleet struct {
+	version uint64
+	live    int
+	shared  law.Shared // what was last adopted or committed
+	// busyUntil: the fleet's concurrency was in use; one send of this
+	// process asks again then, the others wait for it
+	busyUntil time.Duration
+}
+
+// fleetView is the scope's fleet state, created on first use. Called with
+// s.mu held.
+func (s *scope) fleetView() *scopeFleet {
+	if s.fl == nil {
+		s.fl = &scopeFleet{live: 1}
+	}
+	return s.fl
+}
+
+// notified adopts a pause another collector shared.
+func (c *Controller) notified(key string, pause time.Duration, reason fleet.Reason) {
+	c.mu.RLock()
+	s := c.scopes[key]
+	c.mu.RUnlock()
+	if s == nil {
+		return
+	}
+	s.fleetTransition(c, key, func(now time.Duration) { s.adoptPause(now, pause, pauseKind(reason), c.st) })
+}
+
+// adoptPause takes a pause of d from now that the fleet shared, with a
+// jitter of its own. Called with s.mu held.
+func (s *scope) adoptPause(now, d time.Duration, reason pauseKind, st *settings) {
+	if s.core.adoptPause(now, now+d, reason, st) {
+		s.queue.nudgeHead()
+	}
+}
+
+// fleetScope is one scope as the fleet client sees it.
+type fleetScope struct {
+	c   *Controller
+	key string
+	s   *scope
+}
+
+var _ fleetclient.Local = fleetScope{}
+
+// Ask implements fleetclient.Local.
+func (f fleetScope) Ask(now time.Duration) fleetclient.Ask {
+	s := f.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sf := s.fleetView()
+	a := fleetclient.Ask{Rate: s.core.fleetRate(), Limit: s.core.limit(), Version: sf.version, BusyUntil: sf.busyUntil}
+	if sf.version == 0 {
+		a.Seed = encodeShared(s.core.shared(now))
+	}
+	return a
+}
+
+// Granted implements fleetclient.Local: a transition of the decision log.
+func (f fleetScope) Granted(state []byte, version uint64, live int) {
+	s := f.s
+	s.fleetTransition(f.c, f.key, func(now time.Duration) {
+		sf := s.fleetView()
+		if state != nil {
+			s.adoptShared(now, state, version)
+		} else {
+			sf.version = version
+		}
+		sf.live = live
+		s.core.setShare(now, 1)
+	})
+}
+
+// Busy implements fleetclient.Local.
+func (f fleetScope) Busy(until time.Duration) {
+	f.s.mu.Lock()
+	sf := f.s.fleetView()
+	sf.busyUntil = max(sf.busyUntil, until)
+	f.s.mu.Unlock()
+}
+
+// Random implements fleetclient.Local: the scope's seeded source.
+func (f fleetScope) Random() float64 {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	return f.s.core.random()
+}
+
+// Alone implements fleetclient.Local: the scope runs on its local share of
+// the fleet, the rate last known divided by the processes seen on it, a
+// transition of the decision log when the rate moves. The concurrency limit is
+// not divided: the rate bounds the sends.
+func (f fleetScope) Alone() bool {
+	var changed bool
+	s := f.s
+	s.fleetTransition(f.c, f.key, func(now time.Duration) {
+		live := s.fleetView().live
+		was := s.core.setShare(now, 1/float64(max(live, 1)))
+		changed = live > 1 && (was == 0 || was == 1)
+	})
+	return changed
+}
+
+// Waited implements fleetclient.Local.
+func (f fleetScope) Waited(now time.Duration, pacedByFleet bool) bool {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if pacedByFleet {
+		f.s.core.pacedElsewhere()
+	}
+	return f.s.core.paused(now)
+}
+
+// Settled implements fleetclient.Local: a transition of the decision log.
+func (f fleetScope) Settled(st fleet.Settlement) {
+	s := f.s
+	s.fleetTransition(f.c, f.key, func(now time.Duration) {
+		sf := s.fleetView()
+		if st.Committed {
+			sf.version = st.Version
+		} else if st.State != nil && st.Version != sf.version {
+			s.adoptShared(now, st.State, st.Version)
+		}
+		if st.Paused > 0 {
+			s.adoptPause(now, st.Paused, pauseKind(st.Reason), f.c.st)
+		}
+		s.core.fleetAccepted(now, st.Accepted)
+	})
+}
+
+// fleetReport is what record decided, for the fleet: the lease back, a
+// pause to share, the law's shared part if it changed, whether the answer
+// was accepted (the fleet's accepted rate).
+func fleetReport(lease string, r reaction, now time.Duration, changed []byte, version uint64, accepted bool) fleetclient.Report {
+	rep := fleetclient.Report{Lease: lease, Reason: fleet.Reason(r.shareReason), State: changed, Version: version, Accepted: accepted}
+	if r.share > now {
+		rep.Pause = r.share - now
+	}
+	return rep
+}
+
+// adoptShared takes the fleet's law state. Called with s.mu held.
+func (s *scope) adoptShared(now time.Duration, state []byte, version uint64) {
+	sf := s.fleetView()
+	sh, ok := decodeShared(state)
+	sf.version = version
+	if !ok {
+		return
+	}
+	sf.shared = s.core.adoptShared(now, sh)
+}
+
+// sharedChange returns the law's shared part encoded if it changed since
+// it was last adopted or committed, and the version it derives from.
+// Called with s.mu held.
+func (s *scope) sharedChange(now time.Duration) ([]byte, uint64) {
+	sf := s.fleetView()
+	full := s.core.shared(now)
+	cur, last := full, sf.shared
+	// the limit's additive increases are each process's own (the store
+	// bounds what each may hold): only a decrease (a new concurrency
+	// epoch) is the fleet's business
+	cur.NextProbe, last.NextProbe = 0, 0
+	cur.Limit, last.Limit = 0, 0
+	if cur == last {
+		return nil, sf.version
+	}
+	sf.shared = full
+	return encodeShared(full), sf.version
+}
+
+// Close gives back what the controller holds in a shared Store (leases on
+// concurrency slots) and stops renewing them. Without a Store it does
+// nothing. The controller still works after Close, on its own.
+func (c *Controller) Close() error {
+	if c.fleet != nil {
+		c.fleet.Close()
+	}
+	return nil
+}
+
+// The law's shared part travels as 61 bytes: a version byte, five
+// float64s, two uint32s, the phase and the next probe in nanoseconds.
+const sharedLen = 1 + 5*8 + 2*4 + 1 + 8
+
+func encodeShared(s law.Shared) []byte {
+	b := make([]byte, 0, sharedLen)
+	b = append(b, 1)
+	for _, f := range []float64{s.Rate, s.Estimate, s.Step, s.DownStep, s.Limit} {
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(f))
+	}
+	b = binary.BigEndian.AppendUint32(b, s.Epoch)
+	b = binary.BigEndian.AppendUint32(b, s.CEpoch)
+	b = append(b, byte(s.Phase))
+	return binary.BigEndian.AppendUint64(b, uint64(s.NextProbe))
+}
+
+// decodeShared reads what encodeShared wrote; anything else (a store's
+// value is untrusted) is refused.
+func decodeShared(b []byte) (law.Shared, bool) {
+	if len(b) != sharedLen || b[0] != 1 {
+		return law.Shared{}, false
+	}
+	var s law.Shared
+	fs := []*float64{&s.Rate, &s.Estimate, &s.Step, &s.DownStep, &s.Limit}
+	for i, p := range fs {
+		*p = math.Float64frombits(binary.BigEndian.Uint64(b[1+8*i:]))
+		if math.IsNaN(*p) {
+			return law.Shared{}, false
+		}
+	}
+	s.Epoch = binary.BigEndian.Uint32(b[41:])
+	s.CEpoch = binary.BigEndian.Uint32(b[45:])
+	s.Phase = law.Phase(b[49])
+	s.NextProbe = time.Duration(binary.BigEndian.Uint64(b[50:]))
+	return s, true
+}

@@ -1,0 +1,358 @@
+package polite_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/colly-polite/polite"
+	"github.com/colly-polite/polite/fleet"
+	"github.com/colly-polite/polite/testserver"
+)
+
+// fleetCrawl runs n collectors (as n processes would have) on one host for
+// d, each with its own controller and the given store (nil: none), and
+// returns the host's statistics.
+func fleetCrawl(t *testing.T, n int, store fleet.Store, p testserver.Policy, d time.Duration, opts ...polite.Config) testserver.Stats {
+	t.Helper()
+	var st testserver.Stats
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(p))
+		var wg sync.WaitGroup
+		for i := range n {
+			o := append([]polite.Config{polite.Config{Robots: new(false), JitterSeed: uint64(i + 1)}}, opts...)
+			if store != nil {
+				o = append(o, polite.Config{Store: store})
+			}
+			ctrl, err := polite.New(cfgOf(o...))
+			require.NoError(t, err)
+			t.Cleanup(func() { assertIdle(t, ctrl); _ = ctrl.Close() })
+			c := newCollectorWith(t, srv, ctrl)
+			wg.Go(func() { crawl(t, c, 10, d, srv.HostURL("a.test")) })
+		}
+		wg.Wait()
+		st = srv.Stats("a.test")
+	})
+	return st
+}
+
+// Three collectors sharing a store are one polite client: one schedule,
+// one law, one pause. Apart, each finds the limit on its own and they
+// overshoot it together. What is asserted holds whatever order the
+// goroutines run in; the goodput is logged, not asserted: it varies with
+// that order (synctest does not fix it), from 7.3 to 20/s over 300 runs,
+// and is the simulator's and the bench's to judge.
+func TestFleetIsOneClient(t *testing.T) {
+	p := testserver.Policy{Limit: fixedWindow(20), Latency: testserver.Latency{Base: 100 * time.Millisecond}}
+	apart := fleetCrawl(t, 3, nil, p, 60*time.Second)
+	shared := fleetCrawl(t, 3, &fleet.MemoryStore{}, p, 60*time.Second)
+	for name, st := range map[string]testserver.Stats{"apart": apart, "shared": shared} {
+		good := float64(window(st, 20*time.Second, 60*time.Second)) / 40
+		t.Logf("%s: goodput %.2f/s of 20, 429s %d of %d, violations %d", name, good, st.ByStatus[429], st.Requests, st.PauseViolations)
+	}
+	assert.Zero(t, shared.PauseViolations)
+	assert.Less(t, shared.ByStatus[429], apart.ByStatus[429], "fewer rejections than three clients apart")
+	assert.LessOrEqual(t, float64(shared.ByStatus[429]), 0.02*float64(shared.Requests))
+}
+
+// A ceiling (here Rule.Rate) applies to the fleet, not to each process.
+func TestFleetCeiling(t *testing.T) {
+	p := testserver.Policy{Latency: testserver.Latency{Base: 50 * time.Millisecond}}
+	rule := polite.Config{Default: polite.Rule{Rate: 5}}
+	apart := fleetCrawl(t, 3, nil, p, 30*time.Second, rule)
+	shared := fleetCrawl(t, 3, &fleet.MemoryStore{}, p, 30*time.Second, rule)
+	ra, rs := float64(window(apart, 10*time.Second, 30*time.Second))/20, float64(window(shared, 10*time.Second, 30*time.Second))/20
+	t.Logf("rate ceiling 5/s: %.2f/s apart, %.2f/s shared", ra, rs)
+	assert.Greater(t, ra, 10.0, "apart, each process has its own 5/s")
+	assert.LessOrEqual(t, rs, 5.05, "shared, the fleet has 5/s")
+	assert.GreaterOrEqual(t, rs, 4.5)
+}
+
+// failingStore works until broken, then fails every call.
+type failingStore struct {
+	fleet.MemoryStore
+	broken atomic.Bool
+	calls  atomic.Int64
+}
+
+var errDown = errors.New("store down")
+
+func (f *failingStore) Lease(ctx context.Context, a fleet.LeaseRequest) (fleet.Lease, error) {
+	f.calls.Add(1)
+	if f.broken.Load() {
+		return fleet.Lease{}, errDown
+	}
+	return f.MemoryStore.Lease(ctx, a)
+}
+
+func (f *failingStore) Return(ctx context.Context, r fleet.Return) (fleet.Settlement, error) {
+	if f.broken.Load() {
+		return fleet.Settlement{}, errDown
+	}
+	return f.MemoryStore.Return(ctx, r)
+}
+
+// When the store fails, each process falls back to its share of what the
+// fleet last knew (its rate divided by the processes seen), never to the
+// full rate each: the fleet stays about as polite as before. Nothing hangs,
+// the store is not asked on every send meanwhile, and the fleet is shared
+// again within seconds of the store coming back.
+func TestFleetStoreDownFallsBackToAShare(t *testing.T) {
+	store := &failingStore{}
+	p := testserver.Policy{Latency: testserver.Latency{Base: 50 * time.Millisecond}}
+	var st testserver.Stats
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(p))
+		var wg sync.WaitGroup
+		for i := range 3 {
+			ctrl, err := polite.New(polite.Config{Robots: new(false), JitterSeed: uint64(i + 1), Store: store, Default: polite.Rule{Rate: 6}})
+			require.NoError(t, err)
+			t.Cleanup(func() { assertIdle(t, ctrl); _ = ctrl.Close() })
+			c := newCollectorWith(t, srv, ctrl)
+			wg.Go(func() { crawl(t, c, 10, 50*time.Second, srv.HostURL("a.test")) })
+		}
+		// written by timer goroutines, read after wg.Wait: atomics, as no
+		// other edge orders them
+		var atBreak, atRepair, atBack atomic.Int64
+		time.AfterFunc(20*time.Second, func() { atBreak.Store(store.calls.Load()); store.broken.Store(true) })
+		time.AfterFunc(40*time.Second, func() { atRepair.Store(store.calls.Load()); store.broken.Store(false) })
+		time.AfterFunc(45*time.Second, func() { atBack.Store(store.calls.Load()) })
+		wg.Wait()
+		st = srv.Stats("a.test")
+		// while down, each process tries the store again after 1 s, 2 s,
+		// then every 4 s (at most 8 tries in 20 s), not on every send
+		down := atRepair.Load() - atBreak.Load()
+		t.Logf("store calls in the 20 s it was down: %d (sends: %d)", down, window(st, 20*time.Second, 40*time.Second))
+		assert.LessOrEqual(t, down, int64(3*8))
+		// back within 4 s: from 44 s on, every send asks the store again
+		back := store.calls.Load() - atBack.Load()
+		t.Logf("store calls from 45 s to 50 s: %d (sends: %d)", back, window(st, 45*time.Second, 50*time.Second))
+		assert.GreaterOrEqual(t, back, int64(window(st, 45*time.Second, 50*time.Second)))
+	})
+	before := float64(window(st, 10*time.Second, 20*time.Second)) / 10
+	after := float64(window(st, 25*time.Second, 40*time.Second)) / 15
+	again := float64(window(st, 45*time.Second, 50*time.Second)) / 5
+	t.Logf("fleet rate with the store up %.2f/s, down %.2f/s, back %.2f/s (ceiling 6/s for the fleet)", before, after, again)
+	assert.LessOrEqual(t, before, 6.05)
+	assert.LessOrEqual(t, after, 6.3, "each process at a third, not at 6/s each")
+	assert.Greater(t, after, 3.0, "and not stopped either")
+	assert.LessOrEqual(t, again, 6.05)
+}
+
+// A pause the fleet shares is counted in PausedTotal as served, like one
+// decided here: from when it was adopted, not from the end of the last one
+// (the fleet's changes are steps of the scope, as its own are).
+func TestFleetPauseAccounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &fleet.MemoryStore{}
+		opts := []polite.Config{polite.Config{Store: store, Jitter: -1}}
+		a, err := polite.New(cfgOf(opts...))
+		require.NoError(t, err)
+		b, err := polite.New(cfgOf(opts...))
+		require.NoError(t, err)
+		record(t, a, "http://a.test/", 200) // a's scope exists, unpaused
+		time.Sleep(10 * time.Second)
+		record(t, b, "http://a.test/", 429, "Retry-After", "3") // b pauses the fleet
+		ctrls := map[string]*polite.Controller{"decided": b, "shared": a}
+		time.Sleep(time.Second)
+		for name, c := range ctrls {
+			snap, ok := c.Snapshot("a.test")
+			require.True(t, ok)
+			assert.Equal(t, polite.PauseRetryAfter, snap.PauseReason, name)
+			assert.Equal(t, time.Second, snap.PausedTotal, name+": served so far")
+		}
+		time.Sleep(4 * time.Second)
+		for name, c := range ctrls {
+			snap, _ := c.Snapshot("a.test")
+			assert.Equal(t, 3*time.Second, snap.PausedTotal, name)
+		}
+		require.NoError(t, a.Close())
+		require.NoError(t, b.Close())
+	})
+}
+
+// A snapshot shows the fleet's view beside the process's own: the fleet's
+// rate and processes while the store answers; the share this process keeps
+// to while it does not. Without a store there is no fleet view.
+func TestFleetSnapshot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &failingStore{}
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{Latency: testserver.Latency{Base: 50 * time.Millisecond}}))
+		var ctrls []*polite.Controller
+		var wg sync.WaitGroup
+		for i := range 2 {
+			ctrl, err := polite.New(polite.Config{Robots: new(false), JitterSeed: uint64(i + 1), Store: store, Default: polite.Rule{Rate: 4, InitialRate: 4}})
+			require.NoError(t, err)
+			t.Cleanup(func() { assertIdle(t, ctrl); _ = ctrl.Close() })
+			ctrls = append(ctrls, ctrl)
+			c := newCollectorWith(t, srv, ctrl)
+			wg.Go(func() { crawl(t, c, 4, 20*time.Second, srv.HostURL("a.test")) })
+		}
+		time.Sleep(5 * time.Second)
+		s, ok := ctrls[0].Snapshot("a.test")
+		require.True(t, ok)
+		assert.True(t, s.FleetShared)
+		assert.Equal(t, 2, s.FleetProcesses)
+		assert.Equal(t, 4.0, s.FleetRate)
+		assert.Equal(t, 1.0, s.FleetShare)
+		assert.Equal(t, 4.0, s.Rate, "while shared, the local pacer runs at the fleet's rate (the store's schedule spaces the fleet)")
+
+		store.broken.Store(true)
+		time.Sleep(5 * time.Second)
+		s, _ = ctrls[0].Snapshot("a.test")
+		assert.False(t, s.FleetShared)
+		assert.Equal(t, 0.5, s.FleetShare)
+		assert.Equal(t, 4.0, s.FleetRate, "the fleet's rate as last known")
+		assert.Equal(t, 2.0, s.Rate, "this process on its half")
+		wg.Wait()
+
+		alone, err := polite.New(polite.Config{})
+		require.NoError(t, err)
+		c := newCollectorWith(t, srv, alone)
+		require.NoError(t, c.Visit(srv.HostURL("a.test")+"/page/1"))
+		s, ok = alone.Snapshot("a.test")
+		require.True(t, ok)
+		assert.Zero(t, s.FleetProcesses, "no fleet")
+	})
+}
+
+// Four processes on one host share one polite client: no request inside a
+// pause, few rejections. How the fleet's concurrency splits between the
+// processes is logged, not asserted: it is not fair (the process whose own
+// limit grew first holds most leases; see the README).
+func TestFleetShares(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{Limit: fixedWindow(20),
+			Latency: testserver.Latency{Base: 100 * time.Millisecond, RTT: 40 * time.Millisecond}}))
+		store := &fleet.MemoryStore{}
+		var wg sync.WaitGroup
+		var got [4]int64
+		var ctrls []*polite.Controller
+		for i := range 4 {
+			ctrl, err := polite.New(polite.Config{Robots: new(false), JitterSeed: uint64(i + 1), Store: store})
+			require.NoError(t, err)
+			t.Cleanup(func() { assertIdle(t, ctrl); _ = ctrl.Close() })
+			ctrls = append(ctrls, ctrl)
+			c := newCollectorWith(t, srv, ctrl)
+			var n atomic.Int64
+			c.OnResponse(func(*colly.Response) { n.Add(1) })
+			wg.Go(func() {
+				crawl(t, c, 6, 60*time.Second, srv.HostURL("a.test"))
+				got[i] = n.Load()
+			})
+		}
+		wg.Wait()
+		st := srv.Stats("a.test")
+		good := float64(window(st, 20*time.Second, 60*time.Second)) / 40
+		s, _ := ctrls[0].Snapshot("a.test")
+		t.Logf("goodput %.2f/s of 20 (20-60 s), 429s %d of %d, violations %d; per process %v; estimate %.2f, limit %d",
+			good, st.ByStatus[429], st.Requests, st.PauseViolations, got, s.Estimate, s.Limit)
+		// the goodput (17.15-19.98/s over 30 runs) and the estimate vary
+		// with the goroutines' order, which synctest does not fix: logged,
+		// not asserted (a throttle can still read one process's part as a
+		// capacity drop; the law's unit tests hold FleetAccepted)
+		assert.Zero(t, st.PauseViolations)
+		assert.LessOrEqual(t, float64(st.ByStatus[429]), 0.02*float64(st.Requests))
+	})
+}
+
+// With a Store, quota pauses and parks are shared too, and every collector
+// adopts the un-jittered deadline and adds its own jitter.
+func TestStoreSharesEveryPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &fleet.MemoryStore{}
+		var sends atomic.Int64
+		a := polite.NewTransport(quotaOrigin(&sends, "0", "30"), polite.Config{Store: store, JitterSeed: 1})
+		_, err := get(context.Background(), &http.Client{Transport: a}, "http://q.test/")
+		require.NoError(t, err)
+		paused, reason := sharedPause(t, store, "q.test")
+		assert.Equal(t, polite.PauseQuota, reason, "a quota pause is shared")
+		assert.Equal(t, 30*time.Second, paused, "the shared deadline carries no jitter")
+
+		b := polite.NewTransport(page(200, "ok"), polite.Config{Store: store, JitterSeed: 2})
+		start := time.Now()
+		_, err = get(context.Background(), &http.Client{Transport: b}, "http://q.test/")
+		require.NoError(t, err)
+		waited := time.Since(start)
+		assert.GreaterOrEqual(t, waited, 30*time.Second)
+		assert.Less(t, waited, 32*time.Second)
+
+		// a park after blocks
+		c := polite.NewTransport(page(403, "no"), polite.Config{Store: store, JitterSeed: 3, Default: polite.Rule{BlockThreshold: 1, ParkFor: time.Hour}})
+		_, err = get(context.Background(), &http.Client{Transport: c}, "http://p.test/")
+		require.NoError(t, err)
+		_, reason = sharedPause(t, store, "p.test")
+		assert.Equal(t, polite.PauseBlocked, reason, "a park is shared")
+		_, err = get(context.Background(), &http.Client{Transport: b}, "http://p.test/")
+		assert.ErrorIs(t, err, polite.ErrPaused, "another collector does not send to a parked scope")
+	})
+}
+
+// Two collectors (two controllers, as two processes would have) crawl one
+// host that announces 3 s pauses. Sharing a Store, neither sends while the
+// other's pause is in force; without one, they do.
+func TestStoreSharesPauses(t *testing.T) {
+	violations := func(store fleet.Store) (int, int) {
+		var v, thr int
+		synctest.Test(t, func(t *testing.T) {
+			srv := testserver.NewTest(t, oneHost(testserver.Policy{
+				Limit:   fixedWindow(10),
+				Latency: testserver.Latency{Base: 20 * time.Millisecond},
+				Excess:  testserver.Excess{FixedRetryAfter: 3 * time.Second},
+			}))
+			var wg sync.WaitGroup
+			for i := 0; i < 2; i++ {
+				opts := []polite.Config{polite.Config{Robots: new(false)}}
+				if store != nil {
+					opts = append(opts, polite.Config{Store: store})
+				}
+				c, ctrl := newCollector(t, srv, opts...)
+				wg.Add(1)
+				go func(c *colly.Collector, start time.Duration) {
+					defer wg.Done()
+					time.Sleep(start) // the second process joins later
+					crawl(t, c, 10, 30*time.Second, srv.HostURL("a.test"))
+				}(c, time.Duration(i)*1700*time.Millisecond)
+				t.Cleanup(func() { assertIdle(t, ctrl) })
+			}
+			wg.Wait()
+			st := srv.Stats("a.test")
+			v, thr = st.PauseViolations, st.ByStatus[429]
+		})
+		return v, thr
+	}
+	alone, thrAlone := violations(nil)
+	shared, thrShared := violations(&fleet.MemoryStore{})
+	t.Logf("pause violations: %d without a store (%d 429s), %d with one (%d 429s)", alone, thrAlone, shared, thrShared)
+	require.Positive(t, thrShared, "the scenario must throttle")
+	assert.Positive(t, alone, "without a store the second collector knocks during the first one's pause")
+	assert.Zero(t, shared)
+}
+
+// sharedPause reads the pause a store holds for scope (with a lease it gives
+// back at once).
+func sharedPause(t *testing.T, store fleet.Store, scope string) (time.Duration, polite.PauseReason) {
+	t.Helper()
+	ctx := context.Background()
+	g, err := store.Lease(ctx, fleet.LeaseRequest{Scope: scope, Process: "reader", Rate: 1, TTL: time.Second})
+	require.NoError(t, err)
+	if g.ID != "" {
+		_, err = store.Return(ctx, fleet.Return{Scope: scope, Process: "reader", Lease: g.ID})
+		require.NoError(t, err)
+	}
+	return g.Paused, wireReasons[g.Reason]
+}
+
+// wireReasons are the pause reasons as a store carries them (the
+// controller's numbering, which a store keeps and never reads).
+var wireReasons = map[fleet.Reason]polite.PauseReason{0: polite.PauseNone, 1: polite.PauseRetryAfter, 2: polite.PauseBackoff,
+	3: polite.PauseQuota, 4: polite.PauseBreaker, 5: polite.PauseBlocked}

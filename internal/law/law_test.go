@@ -1,0 +1,607 @@
+package law_test
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/colly-polite/polite/internal/law"
+)
+
+const (
+	ms  = time.Millisecond
+	sec = time.Second
+)
+
+var cfg = law.Config{InitialRate: 2, MinRate: 0.05, StartConcurrency: 4, MinConcurrency: 1, MaxConcurrency: 64}
+
+// ev is one thing that happens to a law, at a time, and what must hold
+// after it. A zero expectation is not checked (use want* fields for 0 with
+// the check flags).
+type ev struct {
+	at time.Duration
+	// send: a send at rate (inflight in flight, the limit in use or not),
+	// kept as ticket number id (paced: the pacer held it back). ok, 429,
+	// 503: the answer to ticket id. ceil: the lowest ceiling is rate.
+	// hold: hold increases until at+d. pause: a pause of d from at.
+	do       string
+	id       int
+	rate     float64
+	inflight int
+	inUse    bool
+	paced    bool // send: the pacer held it back
+	d        time.Duration
+
+	wantRate, wantEst, wantLimit float64
+	wantPhase                    string
+	wantFresh, wantDecreased     *bool
+	wantCut                      string // Verdict.Cut
+}
+
+var (
+	yes = func() *bool { b := true; return &b }()
+	no  = func() *bool { b := false; return &b }()
+)
+
+func play(t *testing.T, c law.Config, evs []ev) {
+	t.Helper()
+	var l law.Law
+	l.Init(&c, 0)
+	tickets := map[int]law.Stamp{}
+	for i, e := range evs {
+		where := fmt.Sprintf("event %d (%s at %v)", i, e.do, e.at)
+		var v law.Verdict
+		switch e.do {
+		case "send":
+			tickets[e.id] = l.Sent(e.at, e.rate, max(e.inflight, 1), e.inUse, e.paced)
+		case "ok", "429", "503":
+			tk, ok := tickets[e.id]
+			require.True(t, ok, "%s: no ticket %d", where, e.id)
+			sig := map[string]law.Signal{"ok": law.Success, "429": law.Throttled, "503": law.Overloaded}[e.do]
+			v = l.Observe(e.at, tk, sig)
+		case "ceil":
+			l.SetCeiling(e.rate)
+		case "hold":
+			l.Hold(e.at + e.d)
+		case "pause":
+			l.Paused(e.at, e.at+e.d, e.d)
+		default:
+			t.Fatalf("%s: unknown event", where)
+		}
+		if e.wantRate != 0 {
+			assert.InDelta(t, e.wantRate, l.Rate(), 1e-9, "%s: rate", where)
+		}
+		if e.wantEst != 0 {
+			assert.InDelta(t, e.wantEst, l.Estimate(), 1e-9, "%s: estimate", where)
+		}
+		if e.wantLimit != 0 {
+			assert.InDelta(t, e.wantLimit, l.Limit(), 1e-9, "%s: limit", where)
+		}
+		if e.wantPhase != "" {
+			assert.Equal(t, e.wantPhase, l.Phase().String(), "%s: phase", where)
+		}
+		if e.wantFresh != nil {
+			assert.Equal(t, *e.wantFresh, v.Fresh, "%s: fresh", where)
+		}
+		if e.wantDecreased != nil {
+			assert.Equal(t, *e.wantDecreased, v.Decreased, "%s: decreased", where)
+		}
+		if e.wantCut != "" {
+			assert.Equal(t, e.wantCut, v.Cut.String(), "%s: cut", where)
+		}
+	}
+}
+
+// busyRound is one round of a second in which the pacer held sends back
+// and a send at rate came back accepted at the end: a clean, busy round.
+func busyRound(from time.Duration, id int, rate float64) []ev {
+	return []ev{
+		{at: from, do: "send", id: id, rate: rate, paced: true},
+		{at: from + sec, do: "ok", id: id},
+	}
+}
+
+func seq(parts ...[]ev) []ev {
+	var out []ev
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func TestSlowStart(t *testing.T) {
+	t.Run("doubles per clean busy round", func(t *testing.T) {
+		play(t, cfg, seq(
+			[]ev{{do: "send", id: 1, rate: 2, paced: true}},
+			[]ev{{at: 500 * ms, do: "ok", id: 1, wantRate: 2, wantPhase: "slow-start"}}, // the round lasts a second
+			[]ev{{at: sec, do: "send", id: 2, rate: 2, paced: true}, {at: sec, do: "ok", id: 2, wantRate: 4}},
+			busyRound(sec, 3, 4),
+			[]ev{{at: 2 * sec, do: "send", id: 4, rate: 8, paced: true}, {at: 3 * sec, do: "ok", id: 4, wantRate: 16}},
+		))
+	})
+	t.Run("not when the rate was not the bottleneck (no send held back)", func(t *testing.T) {
+		play(t, cfg, []ev{
+			{do: "send", id: 1, rate: 2},
+			{at: sec, do: "ok", id: 1, wantRate: 2},
+			{at: sec, do: "send", id: 2, rate: 2},
+			{at: 2 * sec, do: "ok", id: 2, wantRate: 2},
+		})
+	})
+	t.Run("never past the ceiling", func(t *testing.T) {
+		play(t, cfg, seq(
+			[]ev{{do: "ceil", rate: 3}},
+			busyRound(0, 1, 2),
+			[]ev{{at: sec, do: "ok", id: 1, wantRate: 3}},
+			busyRound(sec, 2, 3),
+			[]ev{{at: 2 * sec, do: "ok", id: 2, wantRate: 3}},
+		))
+	})
+	t.Run("the limit grows by one per success while in use", func(t *testing.T) {
+		play(t, cfg, []ev{
+			{do: "send", id: 1, rate: 2, inflight: 4, inUse: true},
+			{at: 100 * ms, do: "ok", id: 1, wantLimit: 5},
+			{at: 100 * ms, do: "send", id: 2, rate: 2, inflight: 2},
+			{at: 200 * ms, do: "ok", id: 2, wantLimit: 5}, // not in use: no increase
+		})
+	})
+}
+
+func TestThrottle(t *testing.T) {
+	t.Run("the first ends slow start at an estimate", func(t *testing.T) {
+		// nothing accepted in the last second: the rate throttled is over
+		// the capacity, and slow start overshoots by at most 2x
+		play(t, cfg, []ev{
+			{do: "send", id: 1, rate: 8},
+			{at: 100 * ms, do: "429", id: 1, wantEst: 4 * 0.97, wantRate: 4 * 0.97, wantPhase: "steady", wantFresh: yes, wantDecreased: yes, wantCut: "slow-start-end"},
+		})
+	})
+	t.Run("the first, bounded by what was accepted", func(t *testing.T) {
+		evs := []ev{}
+		// 6 accepted in the last second, the throttle at 8/s: the estimate
+		// is between half the rate throttled and the rate accepted
+		for i := range 6 {
+			evs = append(evs, ev{at: time.Duration(i) * 125 * ms, do: "send", id: i, rate: 8},
+				ev{at: time.Duration(i)*125*ms + 10*ms, do: "ok", id: i})
+		}
+		evs = append(evs, ev{at: 875 * ms, do: "send", id: 9, rate: 8},
+			ev{at: 875 * ms, do: "429", id: 9, wantEst: 6 / 0.875 * 0.97})
+		play(t, cfg, evs)
+	})
+	t.Run("the tail of a burst is one signal", func(t *testing.T) {
+		play(t, cfg, []ev{
+			{do: "send", id: 1, rate: 8}, {do: "send", id: 2, rate: 8}, {do: "send", id: 3, rate: 8},
+			{at: 100 * ms, do: "429", id: 1, wantEst: 3.88, wantDecreased: yes},
+			{at: 100 * ms, do: "429", id: 2, wantEst: 3.88, wantFresh: no, wantDecreased: no, wantCut: "none"},
+			{at: 110 * ms, do: "429", id: 3, wantEst: 3.88, wantFresh: no, wantDecreased: no},
+			{at: 200 * ms, do: "send", id: 4, rate: 3.88},
+			{at: 300 * ms, do: "429", id: 4, wantFresh: yes, wantDecreased: yes},
+		})
+	})
+	t.Run("a rate judged clean steps down a little, more if it keeps coming", func(t *testing.T) {
+		evs := []ev{{do: "send", id: 1, rate: 20}, {at: 10 * ms, do: "429", id: 1, wantEst: 10 * 0.97}}
+		// steady at 9.7, accepted at that rate for a second, more than four
+		// rounds after the last decrease
+		for i := range 10 {
+			at := 5*sec + time.Duration(i)*100*ms
+			evs = append(evs, ev{at: at, do: "send", id: 10 + i, rate: 9.7}, ev{at: at + 5*ms, do: "ok", id: 10 + i})
+		}
+		evs = append(evs,
+			ev{at: 6 * sec, do: "send", id: 30, rate: 9.7},
+			ev{at: 6*sec + 5*ms, do: "429", id: 30, wantEst: 9.7 * 0.97, wantCut: "step-down"},
+			// within four rounds of it: the step was not enough
+			ev{at: 6*sec + 10*ms, do: "send", id: 31, rate: 9.7 * 0.97},
+			ev{at: 6*sec + 20*ms, do: "429", id: 31, wantEst: 9.7 * 0.97 * 0.94, wantCut: "step-down"})
+		play(t, cfg, evs)
+	})
+	t.Run("a capacity drop is measured", func(t *testing.T) {
+		evs := []ev{{do: "send", id: 1, rate: 80}, {at: 10 * ms, do: "429", id: 1, wantEst: 40 * 0.97}}
+		// at 38.8 the server now accepts 8 a second, far under 70 %: seven
+		// of them in the 875 ms the measurement covers at 2 s
+		for i := range 8 {
+			at := sec + time.Duration(i)*125*ms
+			evs = append(evs, ev{at: at, do: "send", id: 10 + i, rate: 38.8}, ev{at: at + 5*ms, do: "ok", id: 10 + i})
+		}
+		evs = append(evs, ev{at: 2 * sec, do: "send", id: 30, rate: 38.8},
+			ev{at: 2 * sec, do: "429", id: 30, wantEst: 7 / 0.875, wantCut: "drop-detected"})
+		play(t, cfg, evs)
+	})
+}
+
+func TestProbe(t *testing.T) {
+	start := []ev{{do: "send", id: 1, rate: 20}, {at: 10 * ms, do: "429", id: 1, wantEst: 9.7}}
+	// probes hold three busy rounds above the estimate; then it moves up
+	probe := func(from time.Duration, id int, est float64) []ev {
+		evs := []ev{}
+		for r := range 3 {
+			evs = append(evs, busyRound(from+time.Duration(r)*sec, id+r, est*1.03)...)
+		}
+		evs[len(evs)-1].wantEst, evs[len(evs)-1].wantPhase = est*1.03, "steady"
+		return evs
+	}
+	t.Run("the first throttle brackets the capacity: search up two rounds later", func(t *testing.T) {
+		evs := seq(start,
+			busyRound(sec, 2, 9.7),
+			[]ev{{at: 2 * sec, do: "send", id: 3, rate: 9.7, paced: true}, {at: 3 * sec, do: "ok", id: 3, wantPhase: "probing", wantRate: 9.7 * 1.03}},
+			probe(3*sec, 4, 9.7),
+			// clean probes are cheap: the next comes two rounds later,
+			// twice as far above
+			busyRound(6*sec, 10, 9.7*1.03),
+			[]ev{{at: 7 * sec, do: "send", id: 11, rate: 9.7 * 1.03, paced: true}, {at: 8 * sec, do: "ok", id: 11, wantPhase: "probing", wantRate: 9.7 * 1.03 * 1.06}},
+		)
+		play(t, cfg, evs)
+	})
+	t.Run("a failed probe leaves the estimate and waits the long gap", func(t *testing.T) {
+		evs := seq(start, busyRound(sec, 2, 9.7),
+			[]ev{{at: 2 * sec, do: "send", id: 3, rate: 9.7, paced: true}, {at: 3 * sec, do: "ok", id: 3, wantPhase: "probing"}},
+			[]ev{{at: 3 * sec, do: "send", id: 4, rate: 9.7 * 1.03},
+				{at: 3*sec + 10*ms, do: "429", id: 4, wantEst: 9.7, wantRate: 9.7, wantPhase: "steady", wantDecreased: yes, wantCut: "probe-failure"}},
+			// no pause: the gap is the 10 s minimum
+			busyRound(12*sec, 5, 9.7),
+			[]ev{{at: 13 * sec, do: "send", id: 6, rate: 9.7, paced: true}, {at: 13*sec + 5*ms, do: "ok", id: 6, wantPhase: "steady"}},
+			busyRound(14*sec, 7, 9.7),
+			[]ev{{at: 15 * sec, do: "send", id: 8, rate: 9.7, paced: true}, {at: 15*sec + 5*ms, do: "ok", id: 8, wantPhase: "probing"}},
+		)
+		play(t, cfg, evs)
+	})
+	// n answers accepted at even spacing over [1.125 s, 2 s): the last
+	// second's measurement at 2 s is n / 0.875 s
+	accepted := func(n, id int, rate float64) []ev {
+		var evs []ev
+		for i := range n {
+			at := 1125*ms + time.Duration(i)*875*ms/time.Duration(n)
+			evs = append(evs, ev{at: at, do: "send", id: id + i, rate: rate}, ev{at: at + ms, do: "ok", id: id + i})
+		}
+		return evs
+	}
+	t.Run("a probe far past a risen capacity learns it from what was accepted", func(t *testing.T) {
+		// est 9.7; a probe sent at 20/s fails while 14 were accepted in
+		// the last 0.875 s (16/s): the capacity is in [16, 20), over the
+		// middle of the bracket [9.7, 20], so the estimate is the
+		// measurement less the margin, and the next probe goes half way
+		// to 20
+		est := 16 * 0.97
+		evs := seq(start, accepted(14, 10, 9.7),
+			[]ev{{at: 2 * sec, do: "send", id: 4, rate: 20},
+				{at: 2 * sec, do: "429", id: 4, wantEst: est, wantRate: est, wantPhase: "steady", wantCut: "probe-failure"}},
+			busyRound(11*sec, 30, est),
+			[]ev{{at: 12 * sec, do: "send", id: 31, rate: est, paced: true}, {at: 12*sec + 5*ms, do: "ok", id: 31, wantPhase: "probing", wantRate: est * (1 + (20/est-1)/2)}},
+		)
+		play(t, cfg, evs)
+	})
+	t.Run("at the top of a bracket the estimate stands and the next probe goes half way", func(t *testing.T) {
+		// a probe at 12/s fails with 9 accepted in 0.875 s (10.3/s): in
+		// the lower half of [9.7, 12], which a second straddling two
+		// windows can read too high; the estimate stands and the next
+		// probe is at the middle, 10.85/s, not back at 12
+		evs := seq(start, accepted(9, 10, 9.7),
+			[]ev{{at: 2 * sec, do: "send", id: 4, rate: 12},
+				{at: 2 * sec, do: "429", id: 4, wantEst: 9.7, wantRate: 9.7, wantPhase: "steady", wantCut: "probe-failure"}},
+			busyRound(11*sec, 30, 9.7),
+			[]ev{{at: 12 * sec, do: "send", id: 31, rate: 9.7, paced: true}, {at: 12*sec + 5*ms, do: "ok", id: 31, wantPhase: "probing", wantRate: (9.7 + 12) / 2}},
+		)
+		play(t, cfg, evs)
+	})
+	t.Run("the gap keeps failed probes' pauses under 2 % of the time, at most two minutes", func(t *testing.T) {
+		for _, tc := range []struct {
+			pause, gap time.Duration
+		}{{sec, 50 * sec}, {30 * sec, 2 * time.Minute}} {
+			evs := seq(start, busyRound(sec, 2, 9.7),
+				[]ev{{at: 2 * sec, do: "send", id: 3, rate: 9.7, paced: true}, {at: 3 * sec, do: "ok", id: 3, wantPhase: "probing"}},
+				[]ev{{at: 3 * sec, do: "send", id: 4, rate: 9.7 * 1.03},
+					{at: 3*sec + 10*ms, do: "pause", d: tc.pause},
+					{at: 3*sec + 10*ms, do: "429", id: 4, wantPhase: "steady"}},
+				busyRound(3*sec+tc.gap-2*sec, 5, 9.7),
+				[]ev{{at: 3*sec + tc.gap - sec, do: "send", id: 6, rate: 9.7, paced: true}, {at: 3*sec + tc.gap - sec + 5*ms, do: "ok", id: 6, wantPhase: "steady"}},
+				busyRound(3*sec+tc.gap, 7, 9.7),
+				[]ev{{at: 4*sec + tc.gap, do: "send", id: 8, rate: 9.7, paced: true}, {at: 4*sec + tc.gap + 5*ms, do: "ok", id: 8, wantPhase: "probing"}},
+			)
+			t.Run(tc.pause.String(), func(t *testing.T) { play(t, cfg, evs) })
+		}
+	})
+}
+
+func TestOverload(t *testing.T) {
+	t.Run("the limit falls to what was in flight, halves in a row", func(t *testing.T) {
+		c := cfg
+		c.StartConcurrency = 16
+		play(t, c, []ev{
+			{do: "send", id: 1, rate: 2, inflight: 10},
+			{at: 10 * ms, do: "503", id: 1, wantLimit: 9, wantDecreased: yes},
+			{at: 20 * ms, do: "send", id: 2, rate: 2, inflight: 9},
+			{at: 30 * ms, do: "503", id: 2, wantLimit: 4, wantDecreased: yes},
+			{at: 30 * ms, do: "send", id: 3, rate: 2, inflight: 2},
+			{at: 40 * ms, do: "send", id: 4, rate: 2, inflight: 3},
+			{at: 50 * ms, do: "503", id: 3, wantLimit: 1, wantDecreased: yes},
+			{at: 50 * ms, do: "503", id: 4, wantLimit: 1, wantFresh: no, wantDecreased: no},
+		})
+	})
+	t.Run("a hold stops increases until it ends", func(t *testing.T) {
+		play(t, cfg, []ev{
+			{do: "send", id: 1, rate: 2, inflight: 4},
+			{at: 10 * ms, do: "503", id: 1, wantLimit: 3},
+			{at: 10 * ms, do: "hold", d: 10 * sec},
+			{at: sec, do: "send", id: 2, rate: 2, inflight: 3, inUse: true},
+			{at: sec + 10*ms, do: "ok", id: 2, wantLimit: 3},
+			{at: 11 * sec, do: "send", id: 3, rate: 2, inflight: 3, inUse: true},
+			{at: 11*sec + 10*ms, do: "ok", id: 3, wantLimit: 3 + 1.0/3},
+		})
+	})
+	t.Run("never under the minimum", func(t *testing.T) {
+		play(t, cfg, []ev{
+			{do: "send", id: 1, rate: 2, inflight: 1},
+			{at: 10 * ms, do: "503", id: 1, wantLimit: 1},
+		})
+	})
+}
+
+func TestPauseAndResume(t *testing.T) {
+	t.Run("a round spanning a pause is not judged", func(t *testing.T) {
+		play(t, cfg, []ev{
+			{do: "send", id: 1, rate: 2, paced: true},
+			{at: 100 * ms, do: "pause", d: 5 * sec},
+			{at: 2 * sec, do: "ok", id: 1, wantRate: 2}, // the round starts when the pause ends
+		})
+	})
+	t.Run("resumed clears the hold", func(t *testing.T) {
+		var l law.Law
+		c := cfg
+		l.Init(&c, 0)
+		l.Hold(time.Hour)
+		require.Equal(t, time.Hour, l.HeldUntil())
+		l.Resumed(sec)
+		assert.Zero(t, l.HeldUntil())
+	})
+}
+
+func TestRoundTrip(t *testing.T) {
+	var l law.Law
+	c := cfg
+	l.Init(&c, 0)
+	l.RoundTrip(800 * ms)
+	assert.Equal(t, 800*ms, l.RTT())
+	l.RoundTrip(0) // unknown: ignored
+	l.RoundTrip(0)
+	assert.Equal(t, 800*ms, l.RTT())
+	l.RoundTrip(0)
+	l.RoundTrip(1600 * ms)
+	assert.Equal(t, 900*ms, l.RTT(), "smoothed by 1/8")
+}
+
+// Little's law: a fresh overload cuts the rate too (concurrency alone sends
+// in bursts), once per burst; the concurrency limit falls as before.
+func TestOverloadCutsTheRate(t *testing.T) {
+	play(t, cfg, []ev{
+		{do: "send", id: 1, rate: 16, inflight: 4}, {do: "send", id: 2, rate: 16, inflight: 4},
+		{at: 10 * ms, do: "503", id: 1, wantEst: 8 * 0.97, wantRate: 8 * 0.97, wantLimit: 3, wantDecreased: yes, wantCut: "slow-start-end"},
+		{at: 10 * ms, do: "503", id: 2, wantEst: 8 * 0.97, wantLimit: 3, wantFresh: no, wantDecreased: no},
+	})
+}
+
+// A server that never says no queues instead: when the round's mean round
+// trip climbs over 1.2 times the unloaded one, the limit falls to the knee;
+// under 1.1 times it may grow.
+func TestLatencyKnee(t *testing.T) {
+	c := cfg
+	c.StartConcurrency = 4
+	var l law.Law
+	l.Init(&c, 0)
+	answer := func(at time.Duration, rtt time.Duration, inUse bool) {
+		tk := l.Sent(at-rtt, 100, 8, inUse, false)
+		l.RoundTrip(rtt)
+		l.Observe(at, tk, law.Success)
+	}
+	// unloaded: 100 ms, and the limit in use grows (slow start: +1 per
+	// success), through the first round
+	for i := range 4 {
+		answer(100*ms+time.Duration(i)*ms, 100*ms, true)
+	}
+	require.Equal(t, 8.0, l.Limit())
+	assert.Zero(t, l.MinRTT(), "no round closed yet: no baseline")
+	answer(sec, 100*ms, false) // closes the first round
+	assert.InDelta(t, float64(100*ms), float64(l.MinRTT()), float64(time.Microsecond), "the first round's mean")
+	// queueing: 160 ms over the whole next round; in use, the limit does
+	// not grow once the smoothed round trip is over 1.1 times the unloaded
+	for i := range 20 {
+		answer(sec+time.Duration(i+1)*40*ms, 160*ms, i > 4)
+	}
+	assert.Equal(t, 8.0, l.Limit(), "no growth while queueing")
+	// the round closes: the limit falls to where the round trip would be
+	// 1.2 times the unloaded one, 8 × 1.2 × 100 / 160 = 6
+	answer(2*sec+10*ms, 160*ms, false)
+	assert.Equal(t, 6.0, l.Limit())
+}
+
+// The unloaded baseline is a round's mean, not the fastest answer: a crawl
+// whose pages differ (robots.txt in 5 ms beside pages of 100 ms) is not
+// read as queueing, and its limit is not cut.
+func TestLatencyMixedPages(t *testing.T) {
+	c := cfg
+	c.StartConcurrency = 8
+	var l law.Law
+	l.Init(&c, 0)
+	at := time.Duration(0)
+	answer := func(rtt time.Duration) {
+		at += 50 * ms
+		tk := l.Sent(at-rtt, 100, 4, false, false)
+		l.RoundTrip(rtt)
+		l.Observe(at, tk, law.Success)
+	}
+	for round := range 10 {
+		if round%3 == 0 {
+			answer(5 * ms) // a fast answer in some rounds
+		}
+		for range 20 {
+			answer(100 * ms)
+		}
+	}
+	assert.Equal(t, 8.0, l.Limit(), "a mix of fast and slow answers is not a queue")
+	assert.Greater(t, l.MinRTT(), 90*ms)
+}
+
+// Seed starts the law at a capacity a server stated, just under it;
+// Restore at an estimate measured before, as it was (no margin taken off
+// twice). Either way no slow start, and a law that has measured keeps its
+// measurement.
+func TestSeed(t *testing.T) {
+	c := cfg
+	var l law.Law
+	l.Init(&c, 0)
+	l.Seed(0, 40)
+	assert.InDelta(t, 40*0.97, l.Estimate(), 1e-9)
+	assert.InDelta(t, 40*0.97, l.Rate(), 1e-9)
+	assert.Equal(t, law.Steady, l.Phase())
+	l.Seed(0, 100)
+	l.Restore(0, 100, 0)
+	assert.InDelta(t, 40*0.97, l.Estimate(), 1e-9, "a second seed does not overwrite")
+
+	var r law.Law
+	r.Init(&c, 0)
+	r.Restore(0, 17.68, 12)
+	assert.Equal(t, 17.68, r.Estimate(), "restored as it was")
+	assert.Equal(t, 12.0, r.Limit())
+
+	var m law.Law
+	m.Init(&c, 0)
+	m.Seed(0, 0)
+	m.Restore(0, math.NaN(), 0)
+	assert.Equal(t, law.SlowStart, m.Phase(), "nothing to seed from")
+}
+
+// A rate from outside the law (quota headers, an import, a fleet's store)
+// is untrusted: it is bounded by MaxRate and the ceiling in force, and an
+// imported limit by MaxConcurrency. (An estimate of 1e308 req/s imported
+// with a limit of 1e300 ran a scope at 9.7e307/s.)
+func TestOutsideRatesBounded(t *testing.T) {
+	c := cfg
+	for _, tc := range []struct {
+		name       string
+		ceil, want float64
+		seed       func(*law.Law)
+	}{
+		{"restored", 0, law.MaxRate, func(l *law.Law) { l.Restore(0, 1e308, 1e300) }},
+		{"restored under a ceiling", 5, 5, func(l *law.Law) { l.Restore(0, 1e12, 1e300) }},
+		{"quota headers", 0, law.MaxRate, func(l *law.Law) { l.Seed(0, 1e9) }},
+		{"infinite", 0, law.MaxRate, func(l *law.Law) { l.Restore(0, math.Inf(1), math.Inf(1)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var l law.Law
+			l.Init(&c, 0)
+			l.SetCeiling(tc.ceil)
+			tc.seed(&l)
+			assert.Equal(t, tc.want, l.Estimate())
+			assert.Equal(t, tc.want, l.Rate())
+			assert.LessOrEqual(t, l.Limit(), float64(c.MaxConcurrency))
+		})
+	}
+}
+
+// After the breaker closes (or an unpark), the estimate it cut is a lower
+// bound: probe up from it within two rounds.
+func TestResumedProbesSoon(t *testing.T) {
+	evs := []ev{{do: "send", id: 1, rate: 20}, {at: 10 * ms, do: "429", id: 1, wantEst: 9.7},
+		{at: 20 * ms, do: "send", id: 2, rate: 9.7}, {at: 30 * ms, do: "pause", d: 30 * sec},
+		{at: 30 * ms, do: "429", id: 2}}
+	var l law.Law
+	c := cfg
+	l.Init(&c, 0)
+	tk := map[int]law.Stamp{}
+	for _, e := range evs {
+		switch e.do {
+		case "send":
+			tk[e.id] = l.Sent(e.at, e.rate, 1, false, false)
+		case "pause":
+			l.Paused(e.at, e.at+e.d, e.d)
+		case "429":
+			l.Observe(e.at, tk[e.id], law.Throttled)
+		}
+	}
+	l.Resumed(31 * sec)
+	for r := range 3 {
+		at := 31*sec + time.Duration(r)*sec
+		tk := l.Sent(at, l.Rate(), 1, false, true)
+		l.Observe(at+sec, tk, law.Success)
+	}
+	assert.Equal(t, law.Probing, l.Phase(), "probing two rounds after the resume, not two minutes")
+}
+
+// A fleet shares part of a law: what one process decides (a decrease, a
+// probe) another adopts; the limit's own increases are not taken from the
+// fleet, its decreases are; a throttle of a request sent before the
+// adoption is the tail of what the fleet already answered.
+func TestSharedAndAdopt(t *testing.T) {
+	c := cfg
+	var a, b law.Law
+	a.Init(&c, 0)
+	b.Init(&c, 0)
+	tb := b.Sent(0, 16, 4, false, true)                            // b sends at slow start's 16/s...
+	ta := a.Sent(0, 16, 4, false, true)                            // ...and so does a
+	require.True(t, a.Observe(10*ms, ta, law.Throttled).Decreased) // a is throttled first
+	sh := a.Shared(10 * ms)
+	assert.InDelta(t, 8*0.97, sh.Estimate, 1e-9)
+	b.Adopt(20*ms, sh)
+	assert.InDelta(t, a.Rate(), b.Rate(), 1e-9)
+	assert.Equal(t, law.Steady, b.Phase())
+	v := b.Observe(30*ms, tb, law.Throttled)
+	assert.False(t, v.Fresh, "b's own throttle for a request sent before: the same burst")
+	assert.False(t, v.Decreased)
+
+	// the limit: b's own growth stays; a decrease elsewhere is taken
+	tk := b.Sent(40*ms, b.Rate(), 4, true, false)
+	b.Observe(50*ms, tk, law.Success)
+	grown := b.Limit()
+	sh = a.Shared(60 * ms)
+	sh.Limit = 2
+	b.Adopt(70*ms, sh)
+	assert.Equal(t, grown, b.Limit(), "no concurrency decrease in the fleet: b keeps its own")
+	sh.CEpoch++
+	b.Adopt(80*ms, sh)
+	assert.Equal(t, 2.0, b.Limit(), "a decrease decided elsewhere")
+
+	// the fleet never raises the limit, whatever its epoch says
+	sh.CEpoch++
+	sh.Limit = 1e300
+	b.Adopt(85*ms, sh)
+	assert.Equal(t, 2.0, b.Limit(), "a store's limit above this process's is not taken")
+	// a rate from a store is bounded
+	sh.Rate, sh.Estimate = 1e308, math.Inf(1)
+	b.Adopt(86*ms, sh)
+	assert.Equal(t, float64(law.MaxRate), b.Rate())
+	assert.Equal(t, float64(law.MaxRate), b.Estimate())
+
+	// nonsense from a store is ignored
+	before := b.Rate()
+	b.Adopt(90*ms, law.Shared{Rate: -1, Limit: 1})
+	b.Adopt(90*ms, law.Shared{Rate: 5, Limit: 0})
+	assert.Equal(t, before, b.Rate())
+}
+
+// In a fleet, a throttle measures the capacity by the fleet's accepted
+// rate (FleetAccepted, fresh for a second), not by this process's part.
+func TestFleetAccepted(t *testing.T) {
+	run := func(fleet float64, age time.Duration) float64 {
+		c := cfg
+		var l law.Law
+		l.Init(&c, 0)
+		at := time.Duration(0)
+		// this process's part: 5 accepted answers a second
+		for range 20 {
+			at += 200 * ms
+			tk := l.Sent(at-10*ms, 32, 1, false, true)
+			l.RoundTrip(10 * ms)
+			l.Observe(at, tk, law.Success)
+		}
+		if fleet > 0 {
+			l.FleetAccepted(at-age, fleet)
+		}
+		tk := l.Sent(at, 32, 1, false, true)
+		l.Observe(at+ms, law.Stamp{Sent: at, Rate: 32, Epoch: tk.Epoch, CEpoch: tk.CEpoch}, law.Throttled)
+		return l.Estimate()
+	}
+	assert.InDelta(t, 32.0/2*0.97, run(0, 0), 1e-6, "alone: its own 5/s reads low, the rule of half the rate throttled holds")
+	assert.InDelta(t, 20*0.97, run(20, 0), 1e-6, "the fleet's 20/s")
+	assert.InDelta(t, 32.0/2*0.97, run(20, 2*time.Second), 1e-6, "a fleet figure two seconds old is not used")
+}

@@ -1,0 +1,136 @@
+package polite
+
+import (
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/colly-polite/polite/tokenbucket"
+)
+
+// pacer spaces the sends of one scope: a GCRA schedule (tokenbucket.Bucket)
+// at the law's rate under every ceiling in force. Ceilings are the
+// configured rate (Rule.Rate), the rule's MinGap, robots.txt Crawl-delay
+// and quota headers; the law is told the lowest only so that it never
+// probes above it. Rule.RandomGap adds a random extra before each send.
+// Not safe for concurrent use: scope.mu guards it.
+type pacer struct {
+	b          tokenbucket.Bucket
+	robots     float64       // Crawl-delay ceiling, req/s (0: none)
+	quota      float64       // quota-header ceiling, req/s (0: none)
+	quotaUntil time.Duration // the quota ceiling lapses then
+	why        ceilingKind   // which ceiling binds
+	// share is the part of the rate this process may use: 1, or its share
+	// of a fleet whose shared store is unreachable (0 means 1)
+	share float64
+}
+
+// sync recomputes the rate in force from the law's rate and the ceilings,
+// tells the law the lowest ceiling, and re-prices the next send when the
+// rate changed. It reports whether it did.
+func (p *pacer) sync(now time.Duration, c *core) bool {
+	ceil, why := c.rule.Rate, ceilConfigured
+	if v := c.rule.gapRate; v > 0 && (ceil == 0 || v < ceil) {
+		ceil = v
+	}
+	if v := p.robots; v > 0 && (ceil == 0 || v < ceil) {
+		ceil, why = v, ceilCrawlDelay
+	}
+	if v := p.quota; v > 0 && now < p.quotaUntil && (ceil == 0 || v < ceil) {
+		ceil, why = v, ceilQuota
+	}
+	c.law.SetCeiling(ceil)
+	r := c.law.Rate()
+	if p.share > 0 && p.share < 1 {
+		r *= p.share
+	}
+	if ceil > 0 && r >= ceil {
+		r = ceil
+	} else {
+		why = ceilNone
+	}
+	p.why = why
+	// a Crawl-delay or a MinGap asks for a minimum gap: no credit for
+	// late timers
+	p.b.SetStrict(p.robots > 0 && r >= p.robots || c.rule.gapRate > 0)
+	if r == p.b.Rate() {
+		return false
+	}
+	p.b.SetRate(r)
+	return true
+}
+
+// whole is the rate in force for a whole fleet, req/s: the law's under
+// the ceilings, before this process's share. Call it after sync.
+func (p *pacer) whole(c *core) float64 {
+	r := c.law.Rate()
+	if ceil := c.law.Ceiling(); ceil > 0 && r > ceil {
+		r = ceil
+	}
+	return r
+}
+
+// rate is the rate in force, req/s.
+func (p *pacer) rate() float64 { return p.b.Rate() }
+
+// setQuota makes rate the quota ceiling until until.
+func (p *pacer) setQuota(rate float64, until time.Duration) { p.quota, p.quotaUntil = rate, until }
+
+// requireCrawlDelay makes the Crawl-delay ceiling at least as strict as
+// rate (the Crawl-delay of one of the scope's origins). It reports whether
+// it changed.
+func (p *pacer) requireCrawlDelay(rate float64) bool {
+	if rate > 0 && (p.robots == 0 || rate < p.robots) {
+		p.robots = rate
+		return true
+	}
+	return false
+}
+
+// crawlDelayRate is the rate ceiling of a Crawl-delay d (0: none), with 1 %
+// headroom (at least 5 ms): the gap the server sees is the gap we send at
+// plus the jitter of the way there.
+func crawlDelayRate(d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return 1 / (d + max(d/100, 5*time.Millisecond)).Seconds()
+}
+
+// gapRate is the rate ceiling of a minimum gap d (0: none): a hair below
+// 1/d, so that the interval the schedule derives from it is never shorter
+// than d.
+func gapRate(d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return max(float64(time.Second)/float64(d+time.Nanosecond), minRate)
+}
+
+// sent draws the random extra gap before the next send (Rule.RandomGap)
+// from rng after a send was taken.
+func (p *pacer) sent(r *rule, rng *rand.PCG) {
+	if r.RandomGap <= 0 {
+		return
+	}
+	p.b.Defer(time.Duration(rng.Uint64() % uint64(r.RandomGap)))
+}
+
+// globalPacer is the controller-wide ceiling (Config.GlobalRate): one GCRA
+// schedule, strict (a ceiling, no credit for late timers), that every
+// scope's send also takes from. Its mu is a leaf lock, taken under a
+// scope's.
+type globalPacer struct {
+	mu sync.Mutex
+	b  tokenbucket.Bucket // guarded by mu
+}
+
+func newGlobalPacer(rate float64) *globalPacer {
+	if rate <= 0 {
+		return nil
+	}
+	g := &globalPacer{}
+	g.b.SetRate(rate)
+	g.b.SetStrict(true)
+	return g
+}

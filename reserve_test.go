@@ -1,0 +1,214 @@
+package polite_test
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/colly-polite/polite"
+	"github.com/colly-polite/polite/fleet"
+	"github.com/colly-polite/polite/internal/hook"
+)
+
+// A claim takes the scope's next send slot without waiting; the next
+// acquire on the scope uses it at once; Release after that does nothing,
+// and Release of an unused claim gives the slot back.
+func TestClaim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctrl, err := polite.New(polite.Config{Default: polite.Rule{Rate: 1, InitialRate: 1}})
+		require.NoError(t, err)
+		req, _ := http.NewRequest("GET", "http://a.test/", nil)
+		ctx := context.Background()
+
+		cl, w, err := hook.Reserve(ctrl, req)
+		require.NoError(t, err)
+		require.True(t, cl.Held(), "the scope can send now")
+		assert.Zero(t, w)
+		_, w, err = hook.Reserve(ctrl, req)
+		require.NoError(t, err)
+		assert.WithinDuration(t, time.Now().Add(time.Second), w.Until, 10*time.Millisecond, "the pacer's next send")
+
+		start := time.Now()
+		p, err := ctrl.Acquire(ctx, req)
+		require.NoError(t, err)
+		assert.Zero(t, time.Since(start), "the claimed slot, at once")
+		cl.Cancel() // used: nothing happens
+		snap, _ := ctrl.Snapshot("a.test")
+		assert.Equal(t, 1, snap.InFlight)
+		p.Record(&http.Response{StatusCode: 200, Header: http.Header{}}, nil)
+
+		time.Sleep(time.Second)
+		cl, _, _ = hook.Reserve(ctrl, req)
+		require.True(t, cl.Held())
+		snap, _ = ctrl.Snapshot("a.test")
+		assert.Equal(t, 1, snap.InFlight, "a claim holds a slot")
+		cl.Cancel()
+		cl.Cancel()
+		snap, _ = ctrl.Snapshot("a.test")
+		assert.Zero(t, snap.InFlight, "given back, once")
+	})
+}
+
+// A claim never sends into a pause: if the scope is paused after the
+// claim, the request waits for the pause like any other.
+func TestClaimHonoursLaterPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctrl, err := polite.New(polite.Config{})
+		require.NoError(t, err)
+		req, _ := http.NewRequest("GET", "http://a.test/", nil)
+		ctx := context.Background()
+		p, err := ctrl.Acquire(ctx, req)
+		require.NoError(t, err)
+		_, w, _ := hook.Reserve(ctrl, req)
+		time.Sleep(time.Until(w.Until)) // the pacer's next send
+		cl, _, _ := hook.Reserve(ctrl, req)
+		require.True(t, cl.Held())
+		h := http.Header{}
+		h.Set("Retry-After", "5")
+		p.Record(&http.Response{StatusCode: 429, Header: h}, nil) // pauses the scope 5 s
+		start := time.Now()
+		p, err = ctrl.Acquire(ctx, req)
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, time.Since(start), 5*time.Second, "waited for the pause")
+		p.Drop()
+		cl.Cancel()
+		snap, _ := ctrl.Snapshot("a.test")
+		assert.Zero(t, snap.InFlight)
+		_, w, err = hook.Reserve(ctrl, req)
+		require.NoError(t, err)
+		assert.False(t, w.Notify || w.Probe)
+	})
+}
+
+// What a scope that cannot be claimed waits for: a free slot (Notify says
+// when one is), robots.txt (a probe first), or a refusal.
+func TestClaimWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctrl, err := polite.New(polite.Config{Default: polite.Rule{InitialRate: 1000, StartConcurrency: 1, MaxConcurrency: 1}})
+		require.NoError(t, err)
+		var heard atomic.Int64
+		stop := hook.Notify(ctrl, func(scope string) {
+			if scope == "a.test" {
+				heard.Add(1)
+			}
+		})
+		req, _ := http.NewRequest("GET", "http://a.test/", nil)
+		p, err := ctrl.Acquire(context.Background(), req)
+		require.NoError(t, err)
+		cl, w, err := hook.Reserve(ctrl, req)
+		require.NoError(t, err)
+		assert.False(t, cl.Held())
+		assert.True(t, w.Notify, "the one slot is taken")
+		p.Record(&http.Response{StatusCode: 200, Header: http.Header{}}, nil)
+		assert.Equal(t, int64(1), heard.Load(), "told when it ends")
+		stop()
+		p, _ = ctrl.Acquire(context.Background(), req)
+		p.Drop()
+		assert.Equal(t, int64(1), heard.Load(), "stopped")
+
+		robots, err := polite.New(polite.Config{Robots: new(true)})
+		require.NoError(t, err)
+		_, w, err = hook.Reserve(robots, req)
+		require.NoError(t, err)
+		assert.True(t, w.Probe, "robots.txt unknown: one request first")
+
+		_, _, err = hook.Reserve(ctrl, &http.Request{})
+		assert.Error(t, err, "no URL")
+	})
+}
+
+// leaseStore counts the fleet's leases taken and given back.
+type leaseStore struct {
+	fleet.MemoryStore
+	taken, back atomic.Int64
+}
+
+func (s *leaseStore) Lease(ctx context.Context, a fleet.LeaseRequest) (fleet.Lease, error) {
+	g, err := s.MemoryStore.Lease(ctx, a)
+	if g.ID != "" {
+		s.taken.Add(1)
+	}
+	return g, err
+}
+
+func (s *leaseStore) Return(ctx context.Context, r fleet.Return) (fleet.Settlement, error) {
+	if r.Lease != "" {
+		s.back.Add(1)
+	}
+	return s.MemoryStore.Return(ctx, r)
+}
+
+// With a Store, a claim holds this process's slot only: Claim does no I/O.
+// The fleet's lease and its schedule's slot are taken when the claimed
+// request is sent, as for any request; while the fleet's concurrency is in
+// use elsewhere, the claimed request waits for it (its local slot given
+// back meanwhile) and never sends past the fleet.
+func TestClaimWithStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &leaseStore{}
+		rule := polite.Config{Default: polite.Rule{InitialRate: 1000, StartConcurrency: 1, MaxConcurrency: 1}}
+		rule.Store = store
+		a, err := polite.New(rule)
+		require.NoError(t, err)
+		b, err := polite.New(rule)
+		require.NoError(t, err)
+		req, _ := http.NewRequest("GET", "http://a.test/", nil)
+		ctx := context.Background()
+
+		held, err := b.Acquire(ctx, req) // the fleet's one slot, in the other process
+		require.NoError(t, err)
+		require.Equal(t, int64(1), store.taken.Load())
+
+		cl, _, err := hook.Reserve(a, req)
+		require.NoError(t, err)
+		require.True(t, cl.Held(), "this process's slot is free: Claim does not ask the store")
+		assert.Equal(t, int64(1), store.taken.Load(), "Claim took no lease")
+
+		var p polite.Permit
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			p, err = a.Acquire(ctx, req)
+		}()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatal("the claimed request went past the fleet's limit")
+		default:
+		}
+		held.Record(&http.Response{StatusCode: 200, Header: http.Header{}}, nil)
+		<-done
+		require.NoError(t, err)
+		assert.Equal(t, int64(2), store.taken.Load(), "the claimed request took the fleet's lease when sent")
+		snap, _ := a.Snapshot("a.test")
+		assert.Equal(t, 1, snap.InFlight)
+		p.Record(&http.Response{StatusCode: 200, Header: http.Header{}}, nil)
+		cl.Cancel() // used or given back: nothing left to release
+		snap, _ = a.Snapshot("a.test")
+		assert.Zero(t, snap.InFlight)
+		assert.Equal(t, store.taken.Load(), store.back.Load(), "every lease given back")
+
+		// a claim used at once, the fleet free: one lease, given back
+		time.Sleep(time.Second)
+		cl, _, err = hook.Reserve(a, req)
+		require.NoError(t, err)
+		require.True(t, cl.Held())
+		start := time.Now()
+		p, err = a.Acquire(ctx, req)
+		require.NoError(t, err)
+		assert.Zero(t, time.Since(start), "no wait: the fleet's slot is free and its schedule due")
+		p.Record(&http.Response{StatusCode: 200, Header: http.Header{}}, nil)
+		cl.Cancel()
+		assert.Equal(t, int64(3), store.taken.Load())
+		assert.Equal(t, store.taken.Load(), store.back.Load())
+		require.NoError(t, a.Close())
+		require.NoError(t, b.Close())
+	})
+}

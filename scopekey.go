@@ -1,0 +1,114 @@
+package polite
+
+import (
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+
+	"golang.org/x/net/publicsuffix"
+)
+
+// normalizeHost returns the scope key of a URL host: lower case, trailing
+// dots and default port (80 for http, 443 for https) stripped, brackets kept
+// for IPv6. It allocates only when the host has upper-case letters or
+// trailing dots before a port.
+func normalizeHost(scheme, host string) string {
+	if needsLower(host) {
+		host = strings.ToLower(host)
+	}
+	h, port := splitHostPort(host)
+	h = strings.TrimRight(h, ".")
+	if port == "" || (port == "80" && strings.EqualFold(scheme, "http")) || (port == "443" && strings.EqualFold(scheme, "https")) {
+		return h // a prefix of host: no copy
+	}
+	if len(h)+1+len(port) == len(host) { // nothing was cut between h and port
+		return host
+	}
+	return h + ":" + port
+}
+
+func splitHostPort(hostport string) (host, port string) {
+	if strings.HasPrefix(hostport, "[") {
+		if i := strings.LastIndexByte(hostport, ']'); i > 0 {
+			host = hostport[:i+1]
+			if rest := hostport[i+1:]; strings.HasPrefix(rest, ":") {
+				port = rest[1:]
+			}
+			return host, port
+		}
+		return hostport, ""
+	}
+	if i := strings.LastIndexByte(hostport, ':'); i >= 0 && strings.IndexByte(hostport[:i], ':') < 0 {
+		return hostport[:i], hostport[i+1:]
+	}
+	return hostport, ""
+}
+
+// needsLower reports whether s has upper-case ASCII letters or any
+// non-ASCII byte (which strings.ToLower folds, or leaves without copying).
+func needsLower(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; 'A' <= c && c <= 'Z' || c >= 0x80 {
+			return true
+		}
+	}
+	return false
+}
+
+func reqHost(r *http.Request) string {
+	if r.URL != nil && r.URL.Host != "" {
+		return r.URL.Host
+	}
+	return r.Host
+}
+
+func reqScheme(r *http.Request) string {
+	if r.URL != nil && r.URL.Scheme != "" {
+		return r.URL.Scheme
+	}
+	return "http"
+}
+
+// ScopeHost is the default scope: one controller per normalised host
+// (see normalizeHost), port included when it is not the default one.
+func ScopeHost(r *http.Request) string { return normalizeHost(reqScheme(r), reqHost(r)) }
+
+// ScopeDomain puts every host of one registered domain (eTLD+1, by the
+// public suffix list) under one controller: a.example.co.uk and
+// b.example.co.uk share example.co.uk. IP addresses and hosts without a
+// registered domain fall back to ScopeHost.
+func ScopeDomain(r *http.Request) string {
+	key := ScopeHost(r)
+	h, _ := splitHostPort(key)
+	// netip, not net.ParseIP: it knows zones, and a zone may hold dots
+	// ("fe80::1%eth0.100") that the public suffix list would take for labels
+	if _, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")); err == nil {
+		return key
+	}
+	d, err := publicsuffix.EffectiveTLDPlusOne(h)
+	if err != nil {
+		return key
+	}
+	return d
+}
+
+// ScopeProxy returns a Config.Scope that puts all requests going through
+// one proxy under one scope, as servers see the proxy's address. proxy is
+// the same function given to the transport (http.ProxyFromEnvironment, or a
+// sticky function of your own); it must be deterministic for a request, so
+// do not pass a rotating switcher here: scope by a key your switcher sets
+// instead. Requests with no proxy (nil proxy, a nil URL or an error) are
+// scoped by host.
+func ScopeProxy(proxy func(*http.Request) (*url.URL, error)) func(*http.Request) string {
+	if proxy == nil { // as http.Transport.Proxy: no proxy
+		return ScopeHost
+	}
+	return func(r *http.Request) string {
+		u, err := proxy(r)
+		if err != nil || u == nil {
+			return ScopeHost(r)
+		}
+		return "proxy:" + normalizeHost(u.Scheme, u.Host)
+	}
+}

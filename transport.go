@@ -1,0 +1,429 @@
+package polite
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/colly-polite/polite/classify"
+)
+
+// Transport is an http.RoundTripper that sends every request through its
+// Controller: it waits politely for a slot, sends, records the outcome, and
+// retries throttled, overloaded and failed attempts of idempotent requests.
+// The slot is held until the response body is read to the end or closed, so
+// callers must close bodies, as net/http requires anyway. Safe for
+// concurrent use.
+type Transport struct {
+	c    *Controller
+	next http.RoundTripper
+	// attemptTimeout bounds each attempt from the moment it is sent:
+	// Config.AttemptTimeout, or (under Attach) the collector's timeout
+	attemptTimeout time.Duration
+}
+
+// NewTransport makes a controller from cfg (at most one; none means
+// Config{}) and gives it to any http.Client, API clients as well as
+// crawlers:
+//
+//	client := &http.Client{Transport: polite.NewTransport(http.DefaultTransport)}
+//
+// robots.txt is off unless cfg.Robots says otherwise. An invalid setting
+// fails safe (its most conservative value, every valid one kept) and
+// Controller().Err() reports it; New returns the error instead.
+func NewTransport(next http.RoundTripper, cfg ...Config) *Transport {
+	return failSafe(cfg).Transport(next)
+}
+
+// Transport returns a RoundTripper that sends through next under this
+// controller. nil next means http.DefaultTransport.
+func (c *Controller) Transport(next http.RoundTripper) *Transport {
+	return c.transport(next, c.st.AttemptTimeout)
+}
+
+func (c *Controller) transport(next http.RoundTripper, attemptTimeout time.Duration) *Transport {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return &Transport{c: c, next: next, attemptTimeout: attemptTimeout}
+}
+
+// Controller returns the controller behind t.
+func (t *Transport) Controller() *Controller { return t.c }
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	cl := t.c.resolve(req)
+	if t.c.st.robots && isRobots(req) {
+		return t.teeRobots(req, cl)
+	}
+	f, err := t.robotsFor(req.Context(), req, cl.key)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.c.disallowed(req, cl.key, &f); err != nil {
+		return nil, err
+	}
+	cl.crawlDelay = f.delay
+	retries := 0
+	if retryable(req) {
+		retries = cl.rule.retries
+	}
+	return t.roundTrip(req, cl, retries, t.attemptTimeout)
+}
+
+// isRobots: req asks for a robots.txt.
+func isRobots(req *http.Request) bool {
+	return req.URL != nil && req.URL.Path == "/robots.txt" && (req.Method == "" || req.Method == http.MethodGet)
+}
+
+// origin is the scheme and normalised host of req.
+func origin(req *http.Request) string {
+	return reqScheme(req) + "://" + normalizeHost(reqScheme(req), reqHost(req))
+}
+
+// disallowed returns the error of a request that robots.txt facts f
+// forbid (with RobotsDisallow on), or nil.
+func (c *Controller) disallowed(req *http.Request, key string, f *robotsFacts) error {
+	if !c.st.disallow || req.URL == nil || f.group == nil && !f.disallowAll || f.allows(req.URL.RequestURI()) {
+		return nil
+	}
+	e := &ScopeError{Scope: key, Err: ErrDisallowed}
+	if f.disallowAll {
+		until := c.known.robotsExpiry(origin(req))
+		if until > 0 {
+			e.Until = c.at(until)
+		}
+	}
+	return e
+}
+
+// robotsPolicy is the settings fetchRobots needs.
+func (c *Controller) robotsPolicy() robotsPolicy {
+	st := c.st
+	return robotsPolicy{ttl: st.RobotsTTL, failDelay: st.RobotsFailDelay, retry: st.RobotsRetry, maxDelay: st.MaxCrawlDelay, disallow: st.disallow, logger: st.Logger}
+}
+
+// robotsFor makes sure the robots.txt of req's origin has been read, and
+// returns what it says (nothing when robots.txt is off). A missing or stale
+// entry is fetched, through the same politeness, by the first caller; the
+// others wait for it. The fetch ends with its caller's context: then it is
+// abandoned, not cached, and the next caller asks again.
+func (t *Transport) robotsFor(ctx context.Context, req *http.Request, key string) (robotsFacts, error) {
+	if !t.c.st.robots || req.URL == nil || req.URL.Path == "/robots.txt" {
+		return robotsFacts{}, nil
+	}
+	origin := origin(req)
+	for {
+		e, mine := t.c.known.robots(origin, t.c.now())
+		if !mine {
+			select {
+			case <-e.done:
+				if e.abandoned {
+					continue
+				}
+				return t.c.known.factsOf(e), nil
+			case <-ctx.Done():
+				return robotsFacts{}, ctx.Err()
+			}
+		}
+		timeout := t.attemptTimeout
+		if timeout == 0 {
+			timeout = robotsTimeout
+		}
+		send := func(r *http.Request) (*http.Response, error) {
+			return t.roundTrip(r, t.c.resolve(r), 0, timeout) // no retries: unavailable at once
+		}
+		f, ttl, err := fetchRobots(ctx, send, origin, req.Header.Get("User-Agent"), t.c.robotsPolicy())
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		t.c.known.robotsDone(e, origin, key, f, t.c.now()+ttl, err != nil)
+		t.c.notify(key)
+		if err != nil {
+			return robotsFacts{}, err
+		}
+		return f, nil
+	}
+}
+
+// teeRobots sends a request for a robots.txt that comes from above (Colly's
+// own robots.txt handling, IgnoreRobotsTxt = false) and, when the
+// controller does not know that origin's robots.txt yet, reads the answer
+// as its own fetch would, so that robots.txt is fetched once for both. The
+// caller still reads the whole body. A redirect is left to the caller; the
+// controller then reads robots.txt itself when it needs it.
+func (t *Transport) teeRobots(req *http.Request, cl call) (*http.Response, error) {
+	origin := origin(req)
+	e, mine := t.c.known.robots(origin, t.c.now())
+	if !mine {
+		return t.roundTrip(req, cl, 0, t.attemptTimeout)
+	}
+	done := func(f robotsFacts, ttl time.Duration, abandoned bool) {
+		t.c.known.robotsDone(e, origin, cl.key, f, t.c.now()+ttl, abandoned)
+		t.c.notify(cl.key)
+	}
+	resp, err := t.roundTrip(req, cl, 0, t.attemptTimeout)
+	if err != nil {
+		f, ttl := t.c.robotsPolicy().unreadable()
+		se := (*ScopeError)(nil)
+		done(f, ttl, req.Context().Err() != nil || errors.As(err, &se)) // a refusal of ours: nothing learned
+		return nil, err
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		done(robotsFacts{}, 0, true)
+		return resp, nil
+	}
+	b, readErr := io.ReadAll(io.LimitReader(resp.Body, robotsMaxBytes))
+	f, ttl := t.c.robotsPolicy().from(origin, resp.StatusCode, b, readErr, req.Header.Get("User-Agent"))
+	done(f, ttl, readErr != nil && req.Context().Err() != nil)
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(b), resp.Body), resp.Body}
+	return resp, nil
+}
+
+var idempotent = map[string]bool{"": true, "GET": true, "HEAD": true, "OPTIONS": true, "TRACE": true, "PUT": true, "DELETE": true}
+
+// retryable: idempotent requests (or with an idempotency key) whose body
+// can be sent again.
+func retryable(req *http.Request) bool {
+	if !idempotent[req.Method] && req.Header.Get("Idempotency-Key") == "" && req.Header.Get("X-Idempotency-Key") == "" {
+		return false
+	}
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+// roundTrip sends req under cl's scope, retrying up to retries times; each
+// attempt is bounded by timeout (0: none) from the moment it is sent.
+func (t *Transport) roundTrip(req *http.Request, cl call, retries int, timeout time.Duration) (*http.Response, error) {
+	ctx := req.Context()
+	for attempt := 0; ; attempt++ {
+		p, err := t.c.acquire(ctx, cl)
+		if err != nil {
+			return nil, err
+		}
+		r := req
+		if attempt > 0 {
+			p.retried()
+			r = req.Clone(ctx)
+			if req.GetBody != nil {
+				if r.Body, err = req.GetBody(); err != nil {
+					p.Drop()
+					return nil, err
+				}
+			}
+		}
+		resp, o, err := t.attempt(p, r, timeout)
+		last := attempt >= retries
+		switch o.class {
+		case classify.Throttled, classify.Overloaded:
+			if o.hasRA && o.retryAfter > t.c.st.MaxPause {
+				discard(resp)
+				return nil, &ScopeError{Scope: cl.key, Pause: PauseRetryAfter, Until: time.Now().Add(min(o.retryAfter, longestPause)), Err: ErrPaused}
+			}
+			if !last {
+				discard(resp)
+				continue
+			}
+		case classify.TransportFailure:
+			if !last && ctx.Err() == nil {
+				discard(resp)
+				continue
+			}
+		}
+		return resp, err
+	}
+}
+
+// The bodies the transport reads and does not hand on whole (a refusal it
+// retries or gives up on, the part of a refusal's body the detectors see)
+// are bounded in bytes and in time: a body that drips would otherwise hold
+// the request, and its scope's slot, for as long as the server likes.
+// Past the bound the body is closed where it stands, which drops its
+// connection rather than wait on it.
+const (
+	discardBytes = 64 << 10
+	// bodyBound is how long such a read may take from the headers on:
+	// enough for 64 KiB over a slow path, far less than any wait a caller
+	// would accept for an answer that has already said no.
+	bodyBound = time.Second
+)
+
+// errBodyCut ends a refusal's body that did not arrive within bodyBound.
+var errBodyCut = fmt.Errorf("adaptive: the body of a refusal did not arrive within %v of its headers: its connection was closed: %w", bodyBound, io.ErrUnexpectedEOF)
+
+// discard drains a little of a body that will not be used, so the
+// connection can be reused, and closes it. Its outcome is recorded first
+// (which releases the slot): the answer is in, and a pause it asks for
+// starts now, not when a slow body ends.
+func discard(resp *http.Response) {
+	if resp == nil {
+		return
+	}
+	if b, ok := resp.Body.(*body); ok {
+		b.finish(nil)
+	}
+	cut := time.AfterFunc(bodyBound, func() { _ = resp.Body.Close() })
+	_, _ = io.CopyN(io.Discard, resp.Body, discardBytes)
+	cut.Stop()
+	_ = resp.Body.Close()
+}
+
+// attempt sends one attempt under permit p. The attempt's timeout starts
+// here, after the polite wait. Every way out releases the slot exactly
+// once: at once for an error (a body that fails inside the part the
+// detectors see included) or a panic of the transport below; for a
+// response, when its body ends.
+func (t *Transport) attempt(p Permit, req *http.Request, timeout time.Duration) (resp *http.Response, o outcome, err error) {
+	parent := req.Context()
+	cancel := context.CancelFunc(func() {})
+	if timeout > 0 {
+		var ctx context.Context
+		ctx, cancel = context.WithTimeout(parent, timeout)
+		req = req.WithContext(ctx)
+	}
+	handed := false
+	defer func() {
+		if !handed { // the transport below panicked
+			cancel()
+			t.c.finish(p, &outcome{class: classify.Canceled}, nil, nil, t.c.now())
+		}
+	}()
+	resp, err = t.next.RoundTrip(req)
+	now := t.c.now()
+	var prefix []byte
+	if err == nil && t.c.peekBody && resp.StatusCode < 500 {
+		// a page's body is the caller's to wait for; a refusal's is not
+		bound := time.Duration(0)
+		if resp.StatusCode >= 400 {
+			bound = bodyBound
+		}
+		if prefix, err = peek(resp, bound); errors.Is(err, errBodyCut) {
+			err = nil // the status says what it is: the part read goes on
+		} else if err != nil {
+			_ = resp.Body.Close()
+			resp = nil
+		}
+	}
+	if err != nil {
+		handed = true
+		cancel()
+		o = t.c.outcomeOf(nil, err, nil)
+		if parent.Err() != nil {
+			o.class = classify.Canceled
+		}
+		t.c.finish(p, &o, nil, err, now)
+		return nil, o, err
+	}
+	o = t.c.outcomeOf(resp, nil, prefix)
+	o.rtt = now - p.t.Sent
+	resp.Body = &body{rc: resp.Body, t: t, p: p, o: o, resp: resp, cancel: cancel, parent: parent}
+	handed = true
+	return resp, o, nil
+}
+
+// body releases its slot exactly once: at EOF, at a read error (a transport
+// failure mid-body unless the caller cancelled) or at Close.
+type body struct {
+	rc     io.ReadCloser
+	t      *Transport
+	p      Permit
+	o      outcome
+	resp   *http.Response
+	cancel context.CancelFunc
+	parent context.Context
+	once   sync.Once
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			b.finish(nil)
+		} else {
+			b.finish(err)
+		}
+	}
+	return n, err
+}
+
+func (b *body) Close() error {
+	err := b.rc.Close()
+	b.finish(nil)
+	return err
+}
+
+func (b *body) finish(readErr error) {
+	b.once.Do(func() {
+		o := b.o
+		if readErr != nil {
+			if b.parent.Err() != nil {
+				o.class = classify.Canceled
+			} else if c := b.t.c.st.Classifier.Classify(classify.Outcome{Err: readErr}); c == classify.TransportFailure {
+				o.class = c
+			}
+		}
+		b.t.c.finish(b.p, &o, b.resp, readErr, b.t.c.now())
+		b.cancel()
+	})
+}
+
+// peekBytes is how much of a body block-page detectors see.
+const peekBytes = 16 << 10
+
+// peek reads the first peekBytes of resp's body for the detectors and puts
+// them back in front of the rest, so the caller still reads the whole body.
+// A body shorter than peekBytes is fine; one that fails (a connection reset,
+// a Content-Length it does not reach, a stall past the attempt's timeout)
+// returns the error. (io.ReadFull cannot tell the two apart: it reports a
+// short body as io.ErrUnexpectedEOF, which is also what a truncated body
+// says.) With bound > 0, a body whose first peekBytes take longer is closed
+// at the bound: what was read is returned, the body then reads errBodyCut,
+// and so does peek.
+func peek(resp *http.Response, bound time.Duration) ([]byte, error) {
+	buf := make([]byte, peekBytes)
+	var cut *time.Timer
+	if bound > 0 {
+		cut = time.AfterFunc(bound, func() { _ = resp.Body.Close() })
+	}
+	n := 0
+	var err error
+	for n < len(buf) && err == nil {
+		var k int
+		k, err = resp.Body.Read(buf[n:])
+		n += k
+	}
+	buf = buf[:n]
+	// the bound fell due: the body is closed, or about to be
+	closed := cut != nil && !cut.Stop()
+	var rest io.Reader = resp.Body
+	switch {
+	case errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
+		// all of it: nothing is left to read
+		rest, err = eofReader{}, nil
+	case closed:
+		rest, err = errReader{errBodyCut}, errBodyCut
+	case err != nil:
+		return nil, err
+	}
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(buf), rest), resp.Body}
+	return buf, err
+}
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }

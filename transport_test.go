@@ -1,0 +1,297 @@
+package polite_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+	"github.com/gocolly/colly/v2/queue"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/colly-polite/polite"
+	"github.com/colly-polite/polite/classify"
+	"github.com/colly-polite/polite/testserver"
+)
+
+// roundTripFunc is a RoundTripper made of a function: an origin with no
+// network at all.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func page(status int, body string) roundTripFunc {
+	return func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: status, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+	}
+}
+
+// A block page served with 200 is found by its body markers, counted as a
+// block, and the caller still reads the whole body.
+func TestBlockBodyMarkers(t *testing.T) {
+	body := strings.Repeat("x", 20<<10) + "<h1>Access Denied</h1> please solve the CAPTCHA"
+	tr, err := polite.New(polite.Config{BlockBodyMarkers: []string{"solve the captcha"},
+		Default: polite.Rule{BlockThreshold: -1}},
+	)
+	require.NoError(t, err)
+	events := tr.Events()
+	client := &http.Client{Transport: tr.Transport(page(200, "<p>"+strings.Repeat("y", 100)+"please SOLVE THE CAPTCHA</p>"))}
+	resp, err := client.Get("http://a.test/")
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	assert.Contains(t, string(b), "SOLVE THE CAPTCHA", "the body is whole after the peek")
+	snap, ok := tr.Snapshot("a.test")
+	require.True(t, ok)
+	assert.Equal(t, uint64(1), snap.Counts[classify.Blocked])
+	assert.Equal(t, 1, countEvents(events, classify.Blocked))
+
+	// markers past the first 16 KiB are not looked for (documented bound);
+	// the body still arrives whole
+	client = &http.Client{Transport: tr.Transport(page(200, body))}
+	resp, err = client.Get("http://b.test/")
+	require.NoError(t, err)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Len(t, b, len(body))
+	snap, _ = tr.Snapshot("b.test")
+	assert.Equal(t, uint64(1), snap.Counts[classify.Success])
+	assert.Equal(t, 0, snap.InFlight)
+}
+
+// Without body detectors nothing is peeked: an ordinary page is a success.
+func TestNoPeekWithoutDetectors(t *testing.T) {
+	tr := polite.NewTransport(page(200, "please solve the captcha"))
+	resp, err := (&http.Client{Transport: tr}).Get("http://a.test/")
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	snap, _ := tr.Controller().Snapshot("a.test")
+	assert.Equal(t, uint64(1), snap.Counts[classify.Success])
+}
+
+// The logger receives the decision time series: one JSON record per signal
+// with time, scope, limit, in flight, rate and event.
+func TestLoggerTimeSeries(t *testing.T) {
+	var buf strings.Builder
+	logger := slog.New(slog.NewJSONHandler(&buf, nil))
+	ctrl, err := polite.New(polite.Config{Logger: logger, MaxPause: time.Nanosecond})
+	require.NoError(t, err)
+	client := &http.Client{Transport: ctrl.Transport(page(429, ""))}
+	_, err = client.Get("http://a.test/")
+	require.Error(t, err, "the pause is above the (tiny) maximum: fail fast")
+	line := strings.SplitN(buf.String(), "\n", 2)[0]
+	var rec map[string]any
+	require.NoError(t, json.Unmarshal([]byte(line), &rec), line)
+	for _, k := range []string{"t", "scope", "limit", "inflight", "rate", "event"} {
+		assert.Contains(t, rec, k)
+	}
+	assert.Equal(t, "a.test", rec["scope"])
+	assert.Equal(t, "decrease:throttled", rec["event"])
+}
+
+// Behaviour 10: never a leaked slot.
+func TestNoLeakedSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{
+			"a.test": {Limit: fixedWindow(50), Latency: testserver.Latency{Base: 10 * time.Millisecond}},
+			"b.test": {},
+		}})
+		c, ctrl := newCollector(t, srv, polite.Config{Robots: new(false)})
+		a, b := srv.HostURL("a.test"), srv.HostURL("b.test")
+		var n atomic.Int64
+		c.OnRequest(func(r *colly.Request) {
+			if r.URL.RawQuery == "abort-req" {
+				r.Abort()
+			}
+		})
+		c.OnResponseHeaders(func(r *colly.Response) {
+			if r.Request.URL.RawQuery == "abort-headers" {
+				r.Request.Abort()
+			}
+		})
+		c.OnResponse(func(r *colly.Response) {
+			n.Add(1)
+			if r.Request.URL.RawQuery == "panic" {
+				panic("user callback")
+			}
+		})
+		_ = c.Visit(a + "/page/1?abort-req")
+		_ = c.Visit(a + "/page/2?abort-headers")
+		func() {
+			defer func() { _ = recover() }()
+			_ = c.Visit(a + "/page/3?panic")
+		}()
+		// redirects across hosts: each hop is a request to its own host
+		_ = c.Visit(a + "/redirect?to=" + url.QueryEscape(b+"/page/1"))
+		_ = c.Visit(a + "/redirect/hop?n=4&hosts=a.test,b.test")
+		// cache hits
+		dir := t.TempDir()
+		cc := c.Clone()
+		cc.CacheDir = dir
+		_ = cc.Visit(a + "/page/4")
+		_ = cc.Visit(a + "/page/4")
+		// context cancelled while waiting: a paused scope and a short deadline
+		ctx, cancel := context.WithCancel(context.Background())
+		hc := &http.Client{Transport: ctrl.Transport(srv.Transport())}
+		req, _ := http.NewRequestWithContext(ctx, "GET", a+"/page/ctx", nil)
+		cancel()
+		_, err := hc.Do(req)
+		assert.ErrorIs(t, err, context.Canceled)
+		// async with Wait
+		ac := c.Clone()
+		ac.Async = true
+		for i := 0; i < 30; i++ {
+			_ = ac.Visit(a + "/page/" + strconv.Itoa(10+i))
+		}
+		ac.Wait()
+		// the queue package
+		q, err := queue.New(4, &queue.InMemoryQueueStorage{MaxSize: 1000})
+		require.NoError(t, err)
+		for i := 0; i < 20; i++ {
+			require.NoError(t, q.AddURL(b+"/page/"+strconv.Itoa(50+i)))
+		}
+		require.NoError(t, q.Run(c))
+		assert.Positive(t, n.Load())
+		assertIdle(t, ctrl)
+	})
+}
+
+// Behaviour 11: polite waiting does not use up the request timeout; a
+// hanging origin still times out per attempt.
+func TestPauseDoesNotUseTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{
+			"a.test": {Limit: fixedWindow(1), Excess: testserver.Excess{FixedRetryAfter: 12 * time.Second}},
+			"b.test": {Latency: testserver.Latency{Base: time.Hour}},
+		}})
+		c, _ := newCollector(t, srv, polite.Config{Robots: new(false), Default: polite.Rule{MaxRetries: 1}})
+		a := srv.HostURL("a.test")
+		require.NoError(t, c.Visit(a+"/page/1"))
+		start := time.Now()
+		require.NoError(t, c.Visit(a+"/page/2"), "succeeds after the 12 s pause")
+		assert.GreaterOrEqual(t, time.Since(start), 12*time.Second)
+		assert.Zero(t, srv.Stats("a.test").PauseViolations)
+
+		start = time.Now()
+		err := c.Visit(srv.HostURL("b.test") + "/page/1")
+		require.Error(t, err)
+		assert.True(t, errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "deadline"), err)
+		assert.Less(t, time.Since(start), 25*time.Second, "two attempts of 10 s, plus backoff")
+	})
+}
+
+// drip is a body that gives one byte per interval, forever; Close ends a
+// read in progress, as net/http's bodies do.
+type drip struct {
+	every  time.Duration
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newDrip(every time.Duration) *drip { return &drip{every: every, closed: make(chan struct{})} }
+
+func (d *drip) Read(p []byte) (int, error) {
+	t := time.NewTimer(d.every)
+	defer t.Stop()
+	select {
+	case <-d.closed:
+		return 0, errors.New("read on closed body")
+	case <-t.C:
+	}
+	p[0] = 'x'
+	return 1, nil
+}
+
+func (d *drip) Close() error {
+	d.once.Do(func() { close(d.closed) })
+	return nil
+}
+
+// A refusal whose body drips (429, Retry-After: 1, one byte per 100 ms)
+// does not hold the request: the bodies the transport reads and does not
+// hand on (the retried refusals it drains, the part block-page detectors
+// see) are bounded in time, their connections closed past the bound. The
+// request ends after its send and 3 retries with the last 429, long before
+// the caller's 45-s deadline, and holds no slot. (Before, it returned at
+// that deadline after one send, holding the slot throughout.)
+func TestSlowRefusalBodyDoesNotHang(t *testing.T) {
+	for _, markers := range []bool{false, true} {
+		t.Run(fmt.Sprintf("detectors %v", markers), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var sends atomic.Int32
+				rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					sends.Add(1)
+					return &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"1"}},
+						Body: newDrip(100 * time.Millisecond), Request: r}, nil
+				})
+				opts := []polite.Config{polite.Config{JitterSeed: 1}}
+				if markers {
+					opts = append(opts, polite.Config{BlockBodyMarkers: []string{"captcha"}})
+				}
+				tr := polite.NewTransport(rt, cfgOf(opts...))
+				ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+				defer cancel()
+				req, err := http.NewRequestWithContext(ctx, "GET", "http://a.test/page/1", nil)
+				require.NoError(t, err)
+				start := time.Now()
+				resp, err := (&http.Client{Transport: tr}).Do(req)
+				elapsed := time.Since(start)
+				require.NoError(t, err)
+				assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "the caller gets the refusal")
+				require.NoError(t, resp.Body.Close())
+				assert.EqualValues(t, 4, sends.Load(), "the send and its 3 retries")
+				assert.Less(t, elapsed, 15*time.Second, "not the caller's deadline")
+				t.Logf("4 refusals answered in %v", elapsed)
+				assertIdle(t, tr.Controller())
+			})
+		})
+	}
+}
+
+// A body that resets or stalls inside the first 16 KiB, seen by the body
+// peek, is a transport failure: every attempt releases its slot, and the
+// host is not locked for the requests that follow.
+func TestPeekFailureReleasesSlot(t *testing.T) {
+	for name, adv := range map[string]testserver.Adversary{
+		"reset": {Kind: testserver.ResetMidBody, Bytes: 100},
+		"stall": {Kind: testserver.DripBody, Bytes: 20 << 10, Interval: time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := testserver.NewTest(t, oneHost(testserver.Policy{Adversary: adv}))
+				ctrl, err := polite.New(polite.Config{Default: polite.Rule{StartConcurrency: 3, MaxConcurrency: 3, InitialRate: 100},
+					BlockBodyMarkers: []string{"access denied"},
+					AttemptTimeout:   2 * time.Second,
+					JitterSeed:       1},
+				)
+				require.NoError(t, err)
+				client := &http.Client{Transport: ctrl.Transport(srv.Transport())}
+				for i := range 4 {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+					_, err := get(ctx, client, srv.HostURL("a.test")+fmt.Sprintf("/page/%d", i))
+					cancel()
+					require.Error(t, err, "request %d", i)
+					snap, ok := ctrl.Snapshot("a.test")
+					require.True(t, ok)
+					assert.Zero(t, snap.InFlight, "slots held after request %d", i)
+				}
+				assert.Equal(t, 16, srv.Stats("a.test").Requests, "each of 4 requests sent 4 times (3 retries)")
+			})
+		})
+	}
+}
