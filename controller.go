@@ -163,9 +163,8 @@ func (c *Controller) scope(key string, r *rule, now time.Duration) *scope {
 	c.scopes[key] = s
 	c.mu.Unlock()
 	for _, e := range evicted {
-		c.st.Logger.LogAttrs(context.Background(), slog.LevelInfo, "adaptive",
-			slog.Time("t", c.at(now)), slog.String("scope", e.key), slog.String("event", "evicted"), slog.String("cause", "idle"),
-			slog.Uint64("requests", e.requests), slog.Duration("paused_total", e.paused))
+		c.logRecord(now, slog.LevelInfo, "evicted", []slog.Attr{slog.String("scope", e.key), slog.String("cause", "idle"),
+			slog.Uint64("requests", e.requests), slog.Duration("paused_total", e.paused)})
 	}
 	c.observe(key, &tr, &cause{op: opCreate})
 	return s

@@ -375,8 +375,7 @@ func (c *Controller) tell(key string, tr *transition, q *cause) {
 func (c *Controller) write(key string, v *visible, l *logLine) {
 	attrs := make([]slog.Attr, 0, 20)
 	attrs = append(attrs,
-		slog.Time("t", c.at(l.at)), slog.String("scope", key),
-		slog.String("event", l.event), slog.String("cause", l.cause),
+		slog.String("scope", key), slog.String("cause", l.cause),
 		slog.String("phase", v.phase.String()), slog.Float64("rate", round(v.rate)),
 		slog.Float64("limit", round(v.limit)), slog.Int("inflight", int(v.inflight)),
 		slog.Float64("estimate", round(v.estimate)), slog.String("ceiling", v.ceiling.String()))
@@ -410,7 +409,16 @@ func (c *Controller) write(key string, v *visible, l *logLine) {
 	if l.crawlDelay != 0 {
 		attrs = append(attrs, slog.Duration("crawl_delay", l.crawlDelay))
 	}
-	c.st.Logger.LogAttrs(context.Background(), l.level, "adaptive", attrs...)
+	c.logRecord(l.at, l.level, l.event, attrs)
+}
+
+// logRecord writes one record to the logger: msg says what happened, and
+// its time is when it happened on the controller's clock (a pause's end
+// is told when the scope is next looked at).
+func (c *Controller) logRecord(at time.Duration, level slog.Level, msg string, attrs []slog.Attr) {
+	r := slog.NewRecord(c.at(at), level, msg, 0)
+	r.AddAttrs(attrs...)
+	_ = c.st.Logger.Handler().Handle(context.Background(), r)
 }
 
 // round keeps four significant digits, enough to read a log at a glance.

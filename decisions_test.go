@@ -47,7 +47,7 @@ func story(recs []map[string]any, scope string) []string {
 	var out []string
 	for _, r := range recs {
 		if r["scope"] == scope {
-			out = append(out, r["event"].(string)+" "+r["cause"].(string))
+			out = append(out, r["msg"].(string)+" "+r["cause"].(string))
 		}
 	}
 	return out
@@ -95,10 +95,10 @@ func TestDecisionLogStory(t *testing.T) {
 		probeEnded := false
 		var pauseUntil string
 		for i, r := range recs {
-			for _, k := range []string{"t", "scope", "event", "cause", "phase", "rate", "limit", "inflight", "estimate", "ceiling"} {
+			for _, k := range []string{"time", "scope", "msg", "cause", "phase", "rate", "limit", "inflight", "estimate", "ceiling"} {
 				assert.Contains(t, r, k, "line %d", i)
 			}
-			switch r["event"].(string) + " " + r["cause"].(string) {
+			switch r["msg"].(string) + " " + r["cause"].(string) {
 			case "increase slow-start-step":
 				assert.Equal(t, "slow-start", r["phase"])
 				assert.Equal(t, 2*r["was"].(float64), r["rate"], "slow start doubles the rate")
@@ -109,14 +109,14 @@ func TestDecisionLogStory(t *testing.T) {
 			case "pause backoff":
 				pauseUntil = r["until"].(string)
 			case "resume backoff":
-				assert.Equal(t, pauseUntil, r["t"], "a pause ends when its pause line said")
+				assert.Equal(t, pauseUntil, r["time"], "a pause ends when its pause line said: the record's time is when it happened")
 			case "probe-success probe-held", "decrease:throttled probe-failure":
 				probeEnded = true
 			}
 		}
 		assert.True(t, probeEnded, "a probe ended within 40 s")
 		for _, r := range recs {
-			assert.NotEqual(t, "send", r["event"], "per-request detail is at Debug")
+			assert.NotEqual(t, "send", r["msg"], "per-request detail is at Debug")
 		}
 	})
 }
@@ -133,7 +133,7 @@ func TestDecisionLogCrawlDelay(t *testing.T) {
 		recs := records()
 		assert.Empty(t, inOrder(story(recs, "a.test"), []string{"robots crawl-delay", "ceiling crawl-delay"}))
 		for _, r := range recs {
-			if r["event"] == "robots" {
+			if r["msg"] == "robots" {
 				assert.Equal(t, float64(time.Second), r["crawl_delay"], "durations are nanoseconds in JSON")
 				assert.Equal(t, "crawl-delay", r["ceiling"])
 			}

@@ -115,7 +115,7 @@ func (c *Controller) reserve(req *http.Request) (hook.Reservation, hook.Readines
 	}
 }
 
-var errNoURL = errors.New("adaptive: a request without URL")
+var errNoURL = errors.New("polite: a request without URL")
 
 // useReservation hands the oldest reservation of the scope to the request
 // at hand, unless a pause or a refusal came since it was taken: then it is

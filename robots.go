@@ -135,7 +135,7 @@ func (p robotsPolicy) capDelay(origin string, d time.Duration) time.Duration {
 	if l == nil {
 		l = slog.Default()
 	}
-	l.Warn("adaptive: robots.txt Crawl-delay capped", "origin", origin, "crawl_delay", d, "cap", p.maxDelay)
+	l.Warn("polite: robots.txt Crawl-delay capped", "origin", origin, "crawl_delay", d, "cap", p.maxDelay)
 	return p.maxDelay
 }
 

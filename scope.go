@@ -189,7 +189,7 @@ func sleep(ctx context.Context, w *waiter, now, wake time.Time) error {
 		}
 	}
 	if dl, ok := ctx.Deadline(); ok && wake.After(dl) {
-		return fmt.Errorf("adaptive: polite wait would pass the context deadline: %w", context.DeadlineExceeded)
+		return fmt.Errorf("polite: the polite wait would pass the context deadline: %w", context.DeadlineExceeded)
 	}
 	t := time.NewTimer(wake.Sub(now))
 	defer t.Stop()

@@ -257,7 +257,7 @@ const (
 )
 
 // errBodyCut ends a refusal's body that did not arrive within bodyBound.
-var errBodyCut = fmt.Errorf("adaptive: the body of a refusal did not arrive within %v of its headers: its connection was closed: %w", bodyBound, io.ErrUnexpectedEOF)
+var errBodyCut = fmt.Errorf("polite: the body of a refusal did not arrive within %v of its headers: its connection was closed: %w", bodyBound, io.ErrUnexpectedEOF)
 
 // discard drains a little of a body that will not be used, so the
 // connection can be reused, and closes it. Its outcome is recorded first

@@ -97,11 +97,11 @@ func TestLoggerTimeSeries(t *testing.T) {
 	line := strings.SplitN(buf.String(), "\n", 2)[0]
 	var rec map[string]any
 	require.NoError(t, json.Unmarshal([]byte(line), &rec), line)
-	for _, k := range []string{"t", "scope", "limit", "inflight", "rate", "event"} {
+	for _, k := range []string{"time", "scope", "limit", "inflight", "rate", "msg"} {
 		assert.Contains(t, rec, k)
 	}
 	assert.Equal(t, "a.test", rec["scope"])
-	assert.Equal(t, "decrease:throttled", rec["event"])
+	assert.Equal(t, "decrease:throttled", rec["msg"])
 }
 
 // Behaviour 10: never a leaked slot.

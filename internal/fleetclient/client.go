@@ -344,7 +344,7 @@ func (c *Client) failed(scope string, err error) {
 	c.down.Store(true)
 	c.mu.Unlock()
 	if !was {
-		c.logger.Warn("adaptive: shared store unreachable; each scope falls back to its share of the fleet", "scope", scope, "err", err)
+		c.logger.Warn("polite: shared store unreachable; each scope falls back to its share of the fleet", "scope", scope, "err", err)
 	}
 }
 
@@ -357,7 +357,7 @@ func (c *Client) ok(scope string) {
 	was := c.down.Swap(false)
 	c.mu.Unlock()
 	if was {
-		c.logger.Info("adaptive: shared store back; the fleet's schedule and law are shared again", "scope", scope)
+		c.logger.Info("polite: shared store back; the fleet's schedule and law are shared again", "scope", scope)
 	}
 }
 
