@@ -14,12 +14,13 @@ import (
 	"github.com/colly-polite/polite/internal/fleetclient"
 )
 
-// Controller makes every request of a collector (or an http.Client) polite:
-// it keeps one scope per scope key (a host by default), each finding its
-// server's limit, and the machinery they share: configuration, memory of
-// robots.txt and ceilings, event streams. Make one with New, Attach or
-// NewTransport; the zero value is not usable. A Controller is safe for
-// concurrent use.
+// Controller makes every request sent through it polite: it keeps one
+// scope per scope key (a host by default), each finding its server's limit,
+// and what they share: the configuration, what outlives a scope
+// (robots.txt, ceilings, estimates), the event stream. Make one with New,
+// NewTransport or adaptive.Attach; the zero value is not usable. A
+// Controller is safe for concurrent use; most programs make one and use it
+// for every request.
 type Controller struct {
 	st     *settings // immutable once built
 	errMu  sync.Mutex
@@ -97,10 +98,10 @@ func failSafe(cfgs []Config) *Controller {
 	return c
 }
 
-// Err reports the configuration problems Attach or NewTransport met (each
-// invalid setting took the most conservative value of its field), and what
-// Attach's guard found later (a transport set on the collector after
-// Attach, wrapped again), or nil.
+// Err reports the configuration problems NewTransport or adaptive.Attach
+// met (each invalid setting took the most conservative value of its
+// field), and what Attach's guard found later (a transport set on the
+// collector after Attach, wrapped again), or nil. Safe for concurrent use.
 func (c *Controller) Err() error {
 	c.errMu.Lock()
 	defer c.errMu.Unlock()
@@ -224,7 +225,9 @@ func (c *Controller) sweepLocked(now time.Duration) []evictedScope {
 
 // Acquire waits politely for a send slot on the scope of req and returns a
 // Permit to record the outcome with. It is the low-level API under the
-// transport, for callers that send requests by other means.
+// transport, for callers that send requests by other means; it waits until
+// the slot, ctx's end or a refusal (a *ScopeError). Safe for concurrent
+// use.
 func (c *Controller) Acquire(ctx context.Context, req *http.Request) (Permit, error) {
 	return c.acquire(ctx, c.resolve(req))
 }
@@ -303,7 +306,9 @@ type Permit struct {
 	lease string // with a Store: the fleet's lease ("" when the store was down)
 }
 
-// Record returns the slot and feeds the outcome to the control law.
+// Record returns the slot and feeds the outcome to the control law: resp
+// is the answer (its status and headers are read, not its body), or err
+// the error that took its place. Safe to call from any goroutine, once.
 func (p Permit) Record(resp *http.Response, err error) {
 	if p.c == nil {
 		return
@@ -316,7 +321,9 @@ func (p Permit) Record(resp *http.Response, err error) {
 	p.c.finish(p, &o, resp, err, now)
 }
 
-// Drop returns the slot without feeding the control law.
+// Drop returns the slot without feeding the control law (the request was
+// never sent, or its answer says nothing about the server). Safe to call
+// from any goroutine, once.
 func (p Permit) Drop() {
 	if p.c == nil {
 		return
@@ -397,7 +404,8 @@ func (c *Controller) finish(p Permit, o *outcome, resp *http.Response, err error
 func (c *Controller) Events() <-chan Event { return c.events.events() }
 
 // Unpark releases a scope parked after blocks (after rotating a proxy, say)
-// and clears its pause. It reports whether the scope existed.
+// and clears its pause. It reports whether the scope existed. Safe for
+// concurrent use.
 func (c *Controller) Unpark(scopeKey string) bool {
 	c.mu.RLock()
 	s := c.scopes[scopeKey]

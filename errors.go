@@ -34,7 +34,8 @@ var (
 // with errors.Is, read it with errors.As. At most one of Pause and Ceiling
 // is set: a pause (or park) in force, or a ceiling that spaces sends
 // further apart than MaxPause; neither for robots.txt (ErrDisallowed), nor
-// when the law's own rate or the fleet's schedule spaces sends that far.
+// when the law's own rate or the fleet's schedule spaces sends that far. A
+// plain value; its zero value says nothing.
 type ScopeError struct {
 	Scope   string
 	Pause   PauseReason
@@ -46,6 +47,7 @@ type ScopeError struct {
 	Err   error
 }
 
+// Error says what refused the request, the scope, why and until when.
 func (e *ScopeError) Error() string {
 	why := "rate"
 	switch {
@@ -62,4 +64,6 @@ func (e *ScopeError) Error() string {
 	return fmt.Sprintf("%v: scope %q (%s) until %s", e.Err, e.Scope, why, e.Until.UTC().Format(time.RFC3339))
 }
 
+// Unwrap is the sentinel error (ErrPaused, ErrBlocked, ErrBreakerOpen or
+// ErrDisallowed), for errors.Is.
 func (e *ScopeError) Unwrap() error { return e.Err }

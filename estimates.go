@@ -40,7 +40,8 @@ const maxImport = 8 << 20
 // ExportEstimates returns what the controller has learned of each scope's
 // capacity, live scopes and remembered ones, as a small JSON document, so
 // that a crawl started later can start warm (ImportEstimates): no slow
-// start, the estimate trusted less the older it is.
+// start, the estimate trusted less the older it is. Safe for concurrent
+// use.
 func (c *Controller) ExportEstimates() ([]byte, error) {
 	f := estimatesFile{Version: 1, Scopes: map[string]scopeEstimate{}}
 	c.known.estimates(func(scope string, est, limit float64, at time.Duration) {

@@ -128,7 +128,8 @@ func (b breakerState) String() string { return string(b.public()) }
 
 // Event is one load signal seen on a scope: a throttle, a block, an
 // overload or a transport failure (Class says which), with the scope's
-// state just after the controller reacted. A plain value.
+// state just after the controller reacted. A plain value, the receiver's
+// own; its zero value is no event.
 type Event struct {
 	Time       time.Time
 	Scope      string

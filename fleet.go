@@ -200,9 +200,10 @@ func (s *scope) sharedChange(now time.Duration) ([]byte, uint64) {
 	return encodeShared(full), sf.version
 }
 
-// Close gives back what the controller holds in a shared Store (leases on
-// concurrency slots) and stops renewing them. Without a Store it does
-// nothing. The controller still works after Close, on its own.
+// Close gives back what the controller holds in a shared fleet.Store
+// (leases on concurrency slots) and stops renewing them, within a second
+// whatever the store does. Without a Store it does nothing. The controller
+// still works after Close, on its own. Safe for concurrent use.
 func (c *Controller) Close() error {
 	if c.fleet != nil {
 		c.fleet.Close()

@@ -70,8 +70,9 @@ func reqScheme(r *http.Request) string {
 	return "http"
 }
 
-// ScopeHost is the default scope: one controller per normalised host
-// (see normalizeHost), port included when it is not the default one.
+// ScopeHost is the default Config.Scope: one scope per host, in lower case
+// without a trailing dot, with its port when it is not the scheme's
+// default. Like every Scope function it is safe for concurrent use.
 func ScopeHost(r *http.Request) string { return normalizeHost(reqScheme(r), reqHost(r)) }
 
 // ScopeDomain puts every host of one registered domain (eTLD+1, by the

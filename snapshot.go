@@ -89,6 +89,7 @@ func statusKey(i int) int {
 
 // Snapshot returns the state of one scope (its key: a host by default, as
 // Config.Scope names it), and whether it is live. Report has every scope.
+// Safe for concurrent use.
 func (c *Controller) Snapshot(scopeKey string) (Snapshot, bool) {
 	c.mu.RLock()
 	s := c.scopes[scopeKey]
@@ -240,7 +241,8 @@ type Report struct {
 	DroppedEvents uint64
 }
 
-// Report returns everything the controller has counted.
+// Report returns everything the controller has counted, every live scope
+// included. Safe for concurrent use.
 func (c *Controller) Report() Report {
 	list, ev, n, at := c.live(true)
 	r := Report{Time: at, Scopes: c.snapshots(list), Evicted: ev, EvictedScopes: n, DroppedEvents: c.events.dropped.Load()}

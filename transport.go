@@ -41,7 +41,9 @@ func NewTransport(next http.RoundTripper, cfg ...Config) *Transport {
 }
 
 // Transport returns a RoundTripper that sends through next under this
-// controller. nil next means http.DefaultTransport.
+// controller; nil next means http.DefaultTransport. A controller may have
+// many transports (one per client, say): they share its scopes. Safe for
+// concurrent use.
 func (c *Controller) Transport(next http.RoundTripper) *Transport {
 	return c.transport(next, c.st.AttemptTimeout)
 }
@@ -53,10 +55,13 @@ func (c *Controller) transport(next http.RoundTripper, attemptTimeout time.Durat
 	return &Transport{c: c, next: next, attemptTimeout: attemptTimeout}
 }
 
-// Controller returns the controller behind t.
+// Controller returns the controller behind t: its snapshots, events and
+// errors.
 func (t *Transport) Controller() *Controller { return t.c }
 
-// RoundTrip implements http.RoundTripper.
+// RoundTrip implements http.RoundTripper: it waits politely, sends,
+// retries what may be retried, and returns the answer or a refusal (a
+// *ScopeError). Safe for concurrent use.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	cl := t.c.resolve(req)
 	if t.c.st.robots && isRobots(req) {
