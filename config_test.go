@@ -25,17 +25,17 @@ import (
 func TestNewRejectsInvalidConfig(t *testing.T) {
 	t.Parallel()
 	cfg := func(c polite.Config) []polite.Config { return []polite.Config{c} }
-	def := func(r polite.Rule) []polite.Config { return []polite.Config{polite.Config{Default: r}} }
+	def := func(r polite.Rule) []polite.Config { return []polite.Config{{Default: r}} }
 	tests := []struct {
 		name string
 		opts []polite.Config
 		want []string // each in the error text
 	}{
-		{"negative rate", []polite.Config{polite.Config{Default: polite.Rule{Rate: -1}}}, []string{"Default", "Rate -1"}},
-		{"NaN rate", []polite.Config{polite.Config{Default: polite.Rule{Rate: math.NaN()}}}, []string{"Default", "Rate NaN"}},
-		{"+Inf rate", []polite.Config{polite.Config{Default: polite.Rule{Rate: math.Inf(1)}}}, []string{"Rate +Inf"}},
-		{"-Inf rate", []polite.Config{polite.Config{Default: polite.Rule{Rate: math.Inf(-1)}}}, []string{"Rate -Inf"}},
-		{"rate too small to pace", []polite.Config{polite.Config{Default: polite.Rule{Rate: 1e-300}}}, []string{"Rate 1e-300", "minimum"}},
+		{"negative rate", []polite.Config{{Default: polite.Rule{Rate: -1}}}, []string{"Default", "Rate -1"}},
+		{"NaN rate", []polite.Config{{Default: polite.Rule{Rate: math.NaN()}}}, []string{"Default", "Rate NaN"}},
+		{"+Inf rate", []polite.Config{{Default: polite.Rule{Rate: math.Inf(1)}}}, []string{"Rate +Inf"}},
+		{"-Inf rate", []polite.Config{{Default: polite.Rule{Rate: math.Inf(-1)}}}, []string{"Rate -Inf"}},
+		{"rate too small to pace", []polite.Config{{Default: polite.Rule{Rate: 1e-300}}}, []string{"Rate 1e-300", "minimum"}},
 		{"negative initial rate", def(polite.Rule{InitialRate: -2}), []string{"InitialRate -2"}},
 		{"NaN initial rate", def(polite.Rule{InitialRate: math.NaN()}), []string{"InitialRate NaN"}},
 		{"Inf initial rate", def(polite.Rule{InitialRate: math.Inf(1)}), []string{"InitialRate +Inf"}},
@@ -46,14 +46,14 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 		{"negative min concurrency", def(polite.Rule{MinConcurrency: -1}), []string{"MinConcurrency -1"}},
 		{"negative max concurrency", def(polite.Rule{MaxConcurrency: -1}), []string{"MaxConcurrency -1"}},
 		{"min concurrency above max", def(polite.Rule{MinConcurrency: 8, MaxConcurrency: 4}), []string{"MinConcurrency 8 above MaxConcurrency 4"}},
-		{"bad glob", []polite.Config{polite.Config{Rules: []polite.Rule{polite.Rule{Domain: "[a-"}}}}, []string{"Rules[0]", `Domain "[a-"`}},
-		{"bad glob in a later rule", []polite.Config{polite.Config{Rules: []polite.Rule{polite.Rule{Domain: "ok.example"},
-			polite.Rule{Domain: `*.example\`}}},
+		{"bad glob", []polite.Config{{Rules: []polite.Rule{{Domain: "[a-"}}}}, []string{"Rules[0]", `Domain "[a-"`}},
+		{"bad glob in a later rule", []polite.Config{{Rules: []polite.Rule{{Domain: "ok.example"},
+			{Domain: `*.example\`}}},
 		}, []string{"Rules[1]", "Domain"}},
-		{"rule without domain", []polite.Config{polite.Config{Rules: []polite.Rule{polite.Rule{Rate: 1}}}}, []string{"Rules[0]", "Domain", "DomainRegexp"}},
-		{"invalid rule names its domain", []polite.Config{polite.Config{Rules: []polite.Rule{polite.Rule{Domain: "*.example.com", Rate: -1}}}}, []string{`Rules[0] ("*.example.com")`, "Rate -1"}},
-		{"invalid regexp rule names its regexp", []polite.Config{polite.Config{Rules: []polite.Rule{polite.Rule{DomainRegexp: regexp.MustCompile(`example\.org$`), MaxConcurrency: -3}}}}, []string{`Rules[0] ("example\\.org$")`, "MaxConcurrency -3"}},
-		{"negative MaxPause", []polite.Config{polite.Config{MaxPause: -time.Second}}, []string{"MaxPause"}},
+		{"rule without domain", []polite.Config{{Rules: []polite.Rule{{Rate: 1}}}}, []string{"Rules[0]", "Domain", "DomainRegexp"}},
+		{"invalid rule names its domain", []polite.Config{{Rules: []polite.Rule{{Domain: "*.example.com", Rate: -1}}}}, []string{`Rules[0] ("*.example.com")`, "Rate -1"}},
+		{"invalid regexp rule names its regexp", []polite.Config{{Rules: []polite.Rule{{DomainRegexp: regexp.MustCompile(`example\.org$`), MaxConcurrency: -3}}}}, []string{`Rules[0] ("example\\.org$")`, "MaxConcurrency -3"}},
+		{"negative MaxPause", []polite.Config{{MaxPause: -time.Second}}, []string{"MaxPause"}},
 		{"negative MinRetryAfter", cfg(polite.Config{MinRetryAfter: -1}), []string{"MinRetryAfter"}},
 		{"negative Backoff", cfg(polite.Config{Backoff: -1}), []string{"Backoff"}},
 		{"negative MaxBackoff", cfg(polite.Config{MaxBackoff: -1}), []string{"MaxBackoff"}},
@@ -64,7 +64,7 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 		{"negative RobotsFailDelay", cfg(polite.Config{RobotsFailDelay: -1}), []string{"RobotsFailDelay"}},
 		{"negative RobotsRetry", cfg(polite.Config{RobotsRetry: -1}), []string{"RobotsRetry"}},
 		{"negative IdleTTL", cfg(polite.Config{IdleTTL: -1}), []string{"IdleTTL"}},
-		{"negative AttemptTimeout", []polite.Config{polite.Config{AttemptTimeout: -time.Second}}, []string{"AttemptTimeout"}},
+		{"negative AttemptTimeout", []polite.Config{{AttemptTimeout: -time.Second}}, []string{"AttemptTimeout"}},
 		{"MaxBackoff below Backoff", cfg(polite.Config{Backoff: 2 * time.Second, MaxBackoff: time.Second}), []string{"MaxBackoff 1s below Backoff 2s"}},
 		{"MaxBackoff below the default Backoff", cfg(polite.Config{MaxBackoff: 500 * time.Millisecond}), []string{"MaxBackoff 500ms below Backoff 1s"}},
 		{"negative EventBuffer", cfg(polite.Config{EventBuffer: -1}), []string{"EventBuffer"}},
@@ -94,17 +94,17 @@ func TestNewAcceptsDocumentedValues(t *testing.T) {
 		opts []polite.Config
 	}{
 		{"zero config", nil},
-		{"no retries", []polite.Config{polite.Config{Default: polite.Rule{MaxRetries: -1}}}},
-		{"never park", []polite.Config{polite.Config{Default: polite.Rule{BlockThreshold: -1}}}},
-		{"park until Unpark", []polite.Config{polite.Config{Default: polite.Rule{ParkFor: -1}}}},
-		{"no jitter, no breaker", []polite.Config{polite.Config{Jitter: -1, BreakerThreshold: -1}}},
-		{"MaxBackoff equal to Backoff", []polite.Config{polite.Config{Backoff: time.Second, MaxBackoff: time.Second}}},
-		{"Backoff above the default MaxBackoff", []polite.Config{polite.Config{Backoff: 2 * time.Minute}}},
-		{"MinConcurrency above the default MaxConcurrency", []polite.Config{polite.Config{Default: polite.Rule{MinConcurrency: 100}}}},
-		{"slowest rate", []polite.Config{polite.Config{Default: polite.Rule{Rate: 1e-6}}}},
-		{"huge rate", []polite.Config{polite.Config{Default: polite.Rule{Rate: 1e300}}}},
-		{"regexp rule ignores Domain", []polite.Config{polite.Config{Rules: []polite.Rule{polite.Rule{Domain: "[", DomainRegexp: regexp.MustCompile("x")}}}}},
-		{"options after WithConfig", []polite.Config{polite.Config{JitterSeed: 1, Default: polite.Rule{Rate: 3}}}},
+		{"no retries", []polite.Config{{Default: polite.Rule{MaxRetries: -1}}}},
+		{"never park", []polite.Config{{Default: polite.Rule{BlockThreshold: -1}}}},
+		{"park until Unpark", []polite.Config{{Default: polite.Rule{ParkFor: -1}}}},
+		{"no jitter, no breaker", []polite.Config{{Jitter: -1, BreakerThreshold: -1}}},
+		{"MaxBackoff equal to Backoff", []polite.Config{{Backoff: time.Second, MaxBackoff: time.Second}}},
+		{"Backoff above the default MaxBackoff", []polite.Config{{Backoff: 2 * time.Minute}}},
+		{"MinConcurrency above the default MaxConcurrency", []polite.Config{{Default: polite.Rule{MinConcurrency: 100}}}},
+		{"slowest rate", []polite.Config{{Default: polite.Rule{Rate: 1e-6}}}},
+		{"huge rate", []polite.Config{{Default: polite.Rule{Rate: 1e300}}}},
+		{"regexp rule ignores Domain", []polite.Config{{Rules: []polite.Rule{{Domain: "[", DomainRegexp: regexp.MustCompile("x")}}}}},
+		{"seed and rate", []polite.Config{{JitterSeed: 1, Default: polite.Rule{Rate: 3}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -144,18 +144,18 @@ func TestRulesAndDefaults(t *testing.T) {
 		probes []probe
 	}{
 		{"defaults: limit 4, slow start at 2/s", nil, []probe{{"https://example.com/", 4, 2}}},
-		{"Rate caps the initial rate", []polite.Config{polite.Config{Default: polite.Rule{Rate: 1}}}, []probe{{"https://example.com/", 4, 1}}},
-		{"Rate caps an explicit initial rate", []polite.Config{polite.Config{Default: polite.Rule{Rate: 0.5, InitialRate: 3}}}, []probe{{"https://example.com/", 4, 0.5}}},
-		{"Rate above the initial rate is only a ceiling", []polite.Config{polite.Config{Default: polite.Rule{Rate: 10}}}, []probe{{"https://example.com/", 4, 2}}},
-		{"InitialRate", []polite.Config{polite.Config{Default: polite.Rule{InitialRate: 5}}}, []probe{{"https://example.com/", 4, 5}}},
-		{"MinRate raises the initial rate", []polite.Config{polite.Config{Default: polite.Rule{MinRate: 3}}}, []probe{{"https://example.com/", 4, 3}}},
-		{"MaxConcurrency caps the start", []polite.Config{polite.Config{Default: polite.Rule{MaxConcurrency: 2}}}, []probe{{"https://example.com/", 2, 2}}},
-		{"MinConcurrency raises the start", []polite.Config{polite.Config{Default: polite.Rule{MinConcurrency: 8}}}, []probe{{"https://example.com/", 8, 2}}},
-		{"MinConcurrency above the default ceiling", []polite.Config{polite.Config{Default: polite.Rule{MinConcurrency: 100}}}, []probe{{"https://example.com/", 100, 2}}},
-		{"StartConcurrency", []polite.Config{polite.Config{Default: polite.Rule{StartConcurrency: 10}}}, []probe{{"https://example.com/", 10, 2}}},
-		{"rules by glob; the first match wins; the default covers the rest", []polite.Config{polite.Config{Default: polite.Rule{InitialRate: 7}, Rules: []polite.Rule{polite.Rule{Domain: "*.example.com", Rate: 1, MaxConcurrency: 2},
-			polite.Rule{Domain: "a.example.com", Rate: 0.5},
-			polite.Rule{Domain: "example.com", Rate: 0.25}}},
+		{"Rate caps the initial rate", []polite.Config{{Default: polite.Rule{Rate: 1}}}, []probe{{"https://example.com/", 4, 1}}},
+		{"Rate caps an explicit initial rate", []polite.Config{{Default: polite.Rule{Rate: 0.5, InitialRate: 3}}}, []probe{{"https://example.com/", 4, 0.5}}},
+		{"Rate above the initial rate is only a ceiling", []polite.Config{{Default: polite.Rule{Rate: 10}}}, []probe{{"https://example.com/", 4, 2}}},
+		{"InitialRate", []polite.Config{{Default: polite.Rule{InitialRate: 5}}}, []probe{{"https://example.com/", 4, 5}}},
+		{"MinRate raises the initial rate", []polite.Config{{Default: polite.Rule{MinRate: 3}}}, []probe{{"https://example.com/", 4, 3}}},
+		{"MaxConcurrency caps the start", []polite.Config{{Default: polite.Rule{MaxConcurrency: 2}}}, []probe{{"https://example.com/", 2, 2}}},
+		{"MinConcurrency raises the start", []polite.Config{{Default: polite.Rule{MinConcurrency: 8}}}, []probe{{"https://example.com/", 8, 2}}},
+		{"MinConcurrency above the default ceiling", []polite.Config{{Default: polite.Rule{MinConcurrency: 100}}}, []probe{{"https://example.com/", 100, 2}}},
+		{"StartConcurrency", []polite.Config{{Default: polite.Rule{StartConcurrency: 10}}}, []probe{{"https://example.com/", 10, 2}}},
+		{"rules by glob; the first match wins; the default covers the rest", []polite.Config{{Default: polite.Rule{InitialRate: 7}, Rules: []polite.Rule{{Domain: "*.example.com", Rate: 1, MaxConcurrency: 2},
+			{Domain: "a.example.com", Rate: 0.5},
+			{Domain: "example.com", Rate: 0.25}}},
 		}, []probe{
 			{"https://a.example.com/", 2, 1},
 			{"https://b.example.com/x", 2, 1},
@@ -163,13 +163,13 @@ func TestRulesAndDefaults(t *testing.T) {
 			{"https://example.org/", 4, 7},
 			{"https://a.example.com.evil.test/", 4, 7},
 		}},
-		{"rules match the host without port, case or trailing dot", []polite.Config{polite.Config{Rules: []polite.Rule{polite.Rule{Domain: "*.example.com", Rate: 1}}}}, []probe{
+		{"rules match the host without port, case or trailing dot", []polite.Config{{Rules: []polite.Rule{{Domain: "*.example.com", Rate: 1}}}}, []probe{
 			{"http://a.example.com:8080/", 4, 1},
 			{"https://B.Example.COM/", 4, 1},
 			{"https://c.example.com./", 4, 1},
 		}},
-		{"regexp rules", []polite.Config{polite.Config{Rules: []polite.Rule{polite.Rule{DomainRegexp: regexp.MustCompile(`^(.+\.)?example\.org$`), Rate: 0.25},
-			polite.Rule{Domain: "*", Rate: 1.5}}},
+		{"regexp rules", []polite.Config{{Rules: []polite.Rule{{DomainRegexp: regexp.MustCompile(`^(.+\.)?example\.org$`), Rate: 0.25},
+			{Domain: "*", Rate: 1.5}}},
 		}, []probe{
 			{"https://example.org/", 4, 0.25},
 			{"https://www.example.org/", 4, 0.25},
@@ -266,7 +266,7 @@ func TestInvalidOptionFallsBackToDefaults(t *testing.T) {
 			srv := &cfgServer{status: http.StatusOK}
 			var tr *polite.Transport
 			require.NotPanics(t, func() {
-				tr = polite.NewTransport(srv, polite.Config{Rules: []polite.Rule{polite.Rule{Domain: "[", Rate: 1}}})
+				tr = polite.NewTransport(srv, polite.Config{Rules: []polite.Rule{{Domain: "[", Rate: 1}}})
 			})
 			ctrl := tr.Controller()
 			require.ErrorIs(t, ctrl.Err(), polite.ErrConfig)
@@ -393,11 +393,11 @@ func TestReadEnvRatesAndConcurrency(t *testing.T) {
 		rate  float64
 	}{
 		{"unset: defaults", nil, nil, 4, 2},
-		{"unset: earlier options stand", nil, []polite.Config{polite.Config{Default: polite.Rule{InitialRate: 5, MaxConcurrency: 3}}}, 3, 5},
+		{"unset: earlier options stand", nil, []polite.Config{{Default: polite.Rule{InitialRate: 5, MaxConcurrency: 3}}}, 3, 5},
 		{"empty counts as unset", []string{"COLLY_POLITE_RATE=", "COLLY_POLITE_MAX_CONCURRENCY=  "}, nil, 4, 2},
 		{"RATE", []string{"COLLY_POLITE_RATE=1"}, nil, 4, 1},
 		{"RATE with spaces", []string{"COLLY_POLITE_RATE= 0.5 "}, nil, 4, 0.5},
-		{"RATE over an option", []string{"COLLY_POLITE_RATE=1"}, []polite.Config{polite.Config{Default: polite.Rule{Rate: 10}}}, 4, 1},
+		{"RATE over an option", []string{"COLLY_POLITE_RATE=1"}, []polite.Config{{Default: polite.Rule{Rate: 10}}}, 4, 1},
 		{"INITIAL_RATE", []string{"COLLY_POLITE_INITIAL_RATE=3"}, nil, 4, 3},
 		{"INITIAL_RATE under RATE", []string{"COLLY_POLITE_INITIAL_RATE=3", "COLLY_POLITE_RATE=1.5"}, nil, 4, 1.5},
 		{"MAX_CONCURRENCY", []string{"COLLY_POLITE_MAX_CONCURRENCY=2"}, nil, 2, 2},
@@ -537,14 +537,14 @@ func TestReadEnvRobots(t *testing.T) {
 	tests := []struct {
 		name   string
 		env    []string
-		opts   []polite.Config // before WithEnv
+		opts   []polite.Config // before ReadEnv
 		robots bool
 	}{
 		{"unset: off for NewTransport", nil, nil, false},
-		{"unset: an earlier option stands", nil, []polite.Config{polite.Config{Robots: new(true)}}, true},
+		{"unset: the Config stands", nil, []polite.Config{{Robots: new(true)}}, true},
 		{"true", []string{"COLLY_POLITE_ROBOTS=true"}, nil, true},
 		{"1", []string{"COLLY_POLITE_ROBOTS=1"}, nil, true},
-		{"false over an option", []string{"COLLY_POLITE_ROBOTS=false"}, []polite.Config{polite.Config{Robots: new(true)}}, false},
+		{"false over the Config", []string{"COLLY_POLITE_ROBOTS=false"}, []polite.Config{{Robots: new(true)}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

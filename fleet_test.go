@@ -29,7 +29,7 @@ func fleetCrawl(t *testing.T, n int, store fleet.Store, p testserver.Policy, d t
 		srv := testserver.NewTest(t, oneHost(p))
 		var wg sync.WaitGroup
 		for i := range n {
-			o := append([]polite.Config{polite.Config{Robots: new(false), JitterSeed: uint64(i + 1)}}, opts...)
+			o := append([]polite.Config{{Robots: new(false), JitterSeed: uint64(i + 1)}}, opts...)
 			if store != nil {
 				o = append(o, polite.Config{Store: store})
 			}
@@ -154,7 +154,7 @@ func TestFleetStoreDownFallsBackToAShare(t *testing.T) {
 func TestFleetPauseAccounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &fleet.MemoryStore{}
-		opts := []polite.Config{polite.Config{Store: store, Jitter: -1}}
+		opts := []polite.Config{{Store: store, Jitter: -1}}
 		a, err := polite.New(cfgOf(opts...))
 		require.NoError(t, err)
 		b, err := polite.New(cfgOf(opts...))
@@ -311,7 +311,7 @@ func TestStoreSharesPauses(t *testing.T) {
 			}))
 			var wg sync.WaitGroup
 			for i := 0; i < 2; i++ {
-				opts := []polite.Config{polite.Config{Robots: new(false)}}
+				opts := []polite.Config{{Robots: new(false)}}
 				if store != nil {
 					opts = append(opts, polite.Config{Store: store})
 				}

@@ -192,11 +192,11 @@ func TestRuleMatchesHostPort(t *testing.T) {
 // Malformed gaps fail safe.
 func TestGapsValidated(t *testing.T) {
 	for name, opt := range map[string]polite.Config{
-		"negative MinGap":     polite.Config{Default: polite.Rule{MinGap: -1}},
-		"negative RandomGap":  polite.Config{Default: polite.Rule{RandomGap: -1}},
-		"gap above MaxPause":  polite.Config{Default: polite.Rule{MinGap: time.Hour}},
-		"NaN GlobalRate":      polite.Config{GlobalRate: -1},
-		"random gap too long": polite.Config{Rules: []polite.Rule{polite.Rule{Domain: "*", MinGap: time.Minute, RandomGap: 2 * time.Minute}}},
+		"negative MinGap":     {Default: polite.Rule{MinGap: -1}},
+		"negative RandomGap":  {Default: polite.Rule{RandomGap: -1}},
+		"gap above MaxPause":  {Default: polite.Rule{MinGap: time.Hour}},
+		"NaN GlobalRate":      {GlobalRate: -1},
+		"random gap too long": {Rules: []polite.Rule{{Domain: "*", MinGap: time.Minute, RandomGap: 2 * time.Minute}}},
 	} {
 		_, err := polite.New(opt)
 		assert.ErrorIs(t, err, polite.ErrConfig, name)

@@ -127,7 +127,7 @@ func TestCrawlDelay(t *testing.T) {
 
 // Allow and Disallow are enforced from the one fetch (RFC 9309, the most
 // specific rule wins): a disallowed URL fails at once with ErrDisallowed in
-// a *ScopeError and is never sent; WithRobotsDisallow(false) keeps only
+// a *ScopeError and is never sent; RobotsDisallow false keeps only
 // Crawl-delay.
 func TestRobotsDisallowEnforced(t *testing.T) {
 	body := "User-agent: *\nDisallow: /page/\nAllow: /page/1\n"

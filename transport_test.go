@@ -239,7 +239,7 @@ func TestSlowRefusalBodyDoesNotHang(t *testing.T) {
 					return &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"1"}},
 						Body: newDrip(100 * time.Millisecond), Request: r}, nil
 				})
-				opts := []polite.Config{polite.Config{JitterSeed: 1}}
+				opts := []polite.Config{{JitterSeed: 1}}
 				if markers {
 					opts = append(opts, polite.Config{BlockBodyMarkers: []string{"captcha"}})
 				}

@@ -81,7 +81,7 @@ func attach(c *colly.Collector, cfg []polite.Config, read func(*colly.Collector)
 	}
 	if err := attachTo(c, ctrl, read); err != nil {
 		hook.AddErr(ctrl, err)
-		logger(ctrl).Error("adaptive: Attach: "+err.Error(), "err", err)
+		logger(ctrl).Error(err.Error())
 	}
 	return ctrl
 }
@@ -267,7 +267,7 @@ func (g *guard) install(client *http.Client, first bool) {
 			g.warned = true
 			err := fmt.Errorf("%w: the collector's transport was replaced after Attach (WithTransport, SetProxy, SetProxyFunc or SetClient): wrapped again, the new transport underneath", ErrAttach)
 			hook.AddErr(ctrl, err)
-			logger(ctrl).Warn("adaptive: "+err.Error(), "transport", fmt.Sprintf("%T", cur))
+			logger(ctrl).Warn(err.Error(), "transport", fmt.Sprintf("%T", cur))
 		}
 	}
 	if timeout == 0 && g.t != nil {
@@ -340,10 +340,10 @@ func collyClient(c *colly.Collector) (*http.Client, error) {
 	return *slot, nil
 }
 
-// FromLimitRule converts a colly.LimitRule into a Rule, for WithRule:
+// FromLimitRule converts a colly.LimitRule into a polite.Rule, for Config.Rules:
 //
 //	r, err := adaptive.FromLimitRule(&colly.LimitRule{DomainGlob: "*.example.com", Parallelism: 2, Delay: time.Second})
-//	ctrl := adaptive.Attach(c, adaptive.WithRule(r)) // and no c.Limit
+//	ctrl := adaptive.Attach(c, polite.Config{Rules: []polite.Rule{r}}) // and no c.Limit
 //
 // The rule matches hosts with Colly's own matcher (its glob syntax,
 // DomainRegexp, or both); Delay becomes MinGap and RandomDelay RandomGap;

@@ -13,8 +13,8 @@ import (
 // textbookAIMD is a port, as a Go http.RoundTripper, of the AIMD limiter
 // that is widely published for Python scrapers (blog posts, answers and
 // tutorials that wrap an asyncio.Semaphore-like counter around aiohttp or
-// httpx). It follows the specification in issue 5 and DESIGN.md, which
-// describe that limiter, not any one repository:
+// httpx). It follows the specification in DESIGN.md, which
+// describes that limiter, not any one repository:
 //
 //   - a concurrency limit per host, starting at 8, never above 32 nor
 //     below 1;

@@ -43,7 +43,7 @@ type childConfig struct {
 	Workers int               `json:"workers"` // goroutines per host
 	// Ceilings are Rule.Rate per host.
 	Ceilings map[string]float64 `json:"ceilings"`
-	// Robots turns robots.txt on (polite.WithRobots).
+	// Robots turns robots.txt on (polite.Config.Robots).
 	Robots    bool  `json:"robots"`
 	JudgeFrom int64 `json:"judge_from"` // the end of the warm-up
 	End       int64 `json:"end"`

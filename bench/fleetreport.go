@@ -29,7 +29,7 @@ type fleetDoc struct {
 	Results  []fleetResult `json:"results"`
 }
 
-// The fleet's targets (issue 14).
+// The fleet's targets.
 const (
 	fleetGoodputTarget   = 95.0 // % of capacity, at least
 	fleetRejectedTarget  = 1.0  // % of requests, at most

@@ -93,7 +93,7 @@
 // # Fleet mode
 //
 // -fleet runs several OS processes as one polite client through Redis
-// (polite.WithStore with package redisstore) instead of the scenarios:
+// (polite.Config.Store with package redisstore) instead of the scenarios:
 //
 //	go run ./bench -fleet 1,2,4,8 -json bench/results-fleet.json -v   # 60-s cells, then the outage cell (about 6 minutes)
 //	go run ./bench -fleet 1,2,4,8 -duration 30s -outage 0            # shorter cells, no outage cell

@@ -201,7 +201,7 @@ func medianOf(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// printTargets lists where adaptive misses the targets of issue 5: at least
+// printTargets lists where adaptive misses the bench's targets: at least
 // 95 % of capacity, at most 1 % rejected, no violations, never banned, and
 // no baseline at least as fast while at least as polite; and those of the
 // newer scenarios: a median latency at most 1.5 times the unloaded one

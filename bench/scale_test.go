@@ -25,7 +25,7 @@ import (
 //
 //	go test ./bench -run TestScale -scale -v -timeout 0
 //
-// By default it is issue 5's target: 10,000 hosts with hidden limits of 1 to
+// By default it is the scale target: 10,000 hosts with hidden limits of 1 to
 // 20 req/s, one hour of virtual crawl, in at most 2 minutes of real time.
 // That is about 378 million requests through net/http over in-memory pipes,
 // far more than 2 cores serve in 2 minutes, so the crawl stops at the

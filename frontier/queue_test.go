@@ -22,7 +22,7 @@ import (
 	"github.com/colly-polite/polite/testserver"
 )
 
-// mixed is the crawl of issue 12's finding 3: four hosts whose rates differ,
+// mixed is a crawl on which colly/queue wastes its threads: four hosts whose rates differ,
 // each with ten seconds of work at its rate, their URLs added host after
 // host (the slow one first), as a crawler discovers them.
 var mixed = []struct {

@@ -9,7 +9,7 @@
 //		DialTimeout:           time.Second,
 //		MaxRetries:            -1, // the controller falls back, and tries again, by itself
 //	})
-//	ctrl := adaptive.Attach(c, polite.WithStore(redisstore.New(rdb, redisstore.Options{})))
+//	ctrl := adaptive.Attach(c, polite.Config{Store: redisstore.New(rdb, redisstore.Options{})})
 //	defer ctrl.Close() // gives the fleet's leases back
 //
 // Each send costs two round trips to Redis, one script before it and one

@@ -174,8 +174,8 @@ func TestFleet(t *testing.T) {
 		ctrl, err := polite.New(polite.Config{Robots: new(false), JitterSeed: uint64(i + 1), Store: store, Logger:
 
 		// a 429 is the caller's: no tail of retries; starts above the limit: it throttles
-		slog.New(slog.NewTextHandler(&logs, nil)), Rules: []polite.Rule{polite.Rule{Domain: "a.test", Rate: 9, InitialRate: 9},
-			polite.Rule{Domain: "b.test", MaxRetries: -1, InitialRate: 12}}},
+		slog.New(slog.NewTextHandler(&logs, nil)), Rules: []polite.Rule{{Domain: "a.test", Rate: 9, InitialRate: 9},
+			{Domain: "b.test", MaxRetries: -1, InitialRate: 12}}},
 		)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = ctrl.Close() })

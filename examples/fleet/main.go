@@ -1,6 +1,6 @@
 // Fleet runs several processes as one polite client. Each process is a
 // Colly collector made polite with adaptive.Attach, and all of them share
-// one Redis through polite.WithStore and package redisstore: the host
+// one Redis through polite.Config.Store and package redisstore: the host
 // sees one send schedule, one estimate of its limit, one pause and one
 // concurrency budget, however many processes crawl it.
 //
