@@ -5,7 +5,7 @@
 //
 // Everything here is a pure function of its arguments: no state, no clock
 // (callers pass now), no I/O, no panics on any input. The controller in
-// package adaptive feeds it what each request produced:
+// package polite feeds it what each request produced:
 //
 //	resp, err := client.Do(req)
 //	switch classify.Response(resp, err) {

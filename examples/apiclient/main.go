@@ -1,4 +1,4 @@
-// Apiclient shows package adaptive outside Colly: polite.NewTransport
+// Apiclient shows colly-polite outside Colly: polite.NewTransport
 // makes a plain http.Client polite towards an API that announces its quota.
 //
 // The API (the bundled testserver, on real loopback sockets) allows 100

@@ -1,4 +1,4 @@
-// Convergence is the reference scenario of package adaptive, end to end: one
+// Convergence is the reference scenario of colly-polite, end to end: one
 // Colly collector made polite with one line, adaptive.Attach, against a host
 // whose limit it is not told.
 //
