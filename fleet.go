@@ -10,7 +10,7 @@ import (
 	"github.com/colly-polite/polite/internal/law"
 )
 
-// The fleet, layered over the core: with a Store (WithStore), a
+// The fleet, layered over the core: with a Store (Config.Store), a
 // fleetclient.Client takes each send's turn in the fleet before it goes
 // (Controller.acquire) and tells the fleet what its answer decided after
 // (Controller.finish). What the client asks of a scope it asks through

@@ -52,7 +52,7 @@ func (c *Controller) cancelReservation(s *scope, key string, id uint64) {
 // pause beyond MaxPause, robots.txt's Disallow): sent, it fails at once.
 // reserve never waits and never does I/O.
 //
-// With a Store (WithStore), a reservation holds this process's slot only:
+// With a Store (Config.Store), a reservation holds this process's slot only:
 // the fleet's lease and the slot of its shared schedule are taken when the
 // reserved request is sent, as for any request (reserve does no I/O). The
 // request may then wait there for the fleet; if the fleet's concurrency is

@@ -149,7 +149,7 @@ func (s *leaseStore) Return(ctx context.Context, r fleet.Return) (fleet.Settleme
 // request is sent, as for any request; while the fleet's concurrency is in
 // use elsewhere, the claimed request waits for it (its local slot given
 // back meanwhile) and never sends past the fleet.
-func TestClaimWithStore(t *testing.T) {
+func TestReserveWithStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &leaseStore{}
 		rule := polite.Config{Default: polite.Rule{InitialRate: 1000, StartConcurrency: 1, MaxConcurrency: 1}}

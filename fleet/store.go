@@ -332,6 +332,6 @@ func (m *MemoryStore) Renew(_ context.Context, scope, process string, leases []s
 }
 
 // Reason is why a shared pause was taken, as the controller names it
-// (adaptive's pause reasons): a store keeps it with the pause and hands it
+// (polite's pause reasons): a store keeps it with the pause and hands it
 // back, and never reads it.
 type Reason uint8

@@ -29,7 +29,7 @@ func registered(tb testing.TB) *polite.Controller {
 	return ctrl
 }
 
-// BenchmarkAcquireRecordRegistered is adaptive's BenchmarkAcquireRecord
+// BenchmarkAcquireRecordRegistered is polite's BenchmarkAcquireRecord
 // with a collector registered and the logger set but off: the hot path
 // must not pay for either.
 func BenchmarkAcquireRecordRegistered(b *testing.B) {

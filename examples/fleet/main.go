@@ -296,7 +296,7 @@ func child(args []string) error {
 	var sent atomic.Int64
 	c := colly.NewCollector(colly.AllowURLRevisit(), colly.StdlibContext(ctx))
 	c.WithTransport(counting{next: dialAt(*addr), n: &sent})
-	// WithStore is what makes the process one of the fleet. (robots.txt
+	// Config.Store is what makes the process one of the fleet. (robots.txt
 	// is off: the test site has none worth reading.)
 	ctrl := adaptive.Attach(c, polite.Config{Store: store, Robots: new(false)})
 	defer ctrl.Close() // gives its concurrency leases back to the fleet
