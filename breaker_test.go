@@ -111,3 +111,37 @@ func TestTailOfBurstKeepsBreakerClosed(t *testing.T) {
 		assert.Equal(t, polite.BreakerClosed, snap.Breaker, "ten 429s of one burst are one signal")
 	})
 }
+
+// An open breaker whose cooldown is longer than MaxPause refuses at once:
+// the request fails with ErrBreakerOpen, unsent, in a *ScopeError that says
+// the breaker's pause and when it ends.
+func TestBreakerOpenRefusesPastMaxPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sent atomic.Int64
+		origin := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			sent.Add(1)
+			return &http.Response{StatusCode: 429, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
+		})
+		tr := polite.NewTransport(origin, polite.Config{
+			JitterSeed: 1, MaxPause: 10 * time.Second, BreakerCooldown: time.Minute,
+			Backoff: time.Second, MaxBackoff: time.Second, // the backoffs stay under MaxPause
+			Default: polite.Rule{MaxRetries: -1},
+		})
+		client := &http.Client{Transport: tr}
+		var err error
+		for range 20 {
+			var resp *http.Response
+			resp, err = client.Get("http://a.test/")
+			if err != nil {
+				break
+			}
+			resp.Body.Close()
+		}
+		require.ErrorIs(t, err, polite.ErrBreakerOpen)
+		var se *polite.ScopeError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, polite.PauseBreaker, se.Pause)
+		assert.Greater(t, time.Until(se.Until), 10*time.Second, "the breaker's cooldown is what refused")
+		assert.EqualValues(t, 6, sent.Load(), "six throttles open the breaker; nothing is sent after")
+	})
+}

@@ -87,7 +87,7 @@ func newCollector(t *testing.T, srv *testserver.Server, cfg ...polite.Config) (*
 	c.WithTransport(srv.Transport())
 	// a fixed jitter seed: the same run every time, so a figure that moves
 	// moved because the code did. Seed 1 was fixed before any figure was
-	// seen; the spread over seeds 1-10 is in README.md.
+	// seen; the spread over seeds 1-10 is in docs/measurements.md.
 	// (POLITE_SEED overrides it, to see the spread over seeds)
 	seed := uint64(1)
 	if v, err := strconv.ParseUint(os.Getenv("POLITE_SEED"), 10, 64); err == nil {

@@ -416,9 +416,13 @@ func (c *Controller) write(key string, v *visible, l *logLine) {
 // its time is when it happened on the controller's clock (a pause's end
 // is told when the scope is next looked at).
 func (c *Controller) logRecord(at time.Duration, level slog.Level, msg string, attrs []slog.Attr) {
+	h := c.st.Logger.Handler()
+	if !h.Enabled(context.Background(), level) {
+		return // a Debug line (a quota or ceiling that moved) under an Info handler
+	}
 	r := slog.NewRecord(c.at(at), level, msg, 0)
 	r.AddAttrs(attrs...)
-	_ = c.st.Logger.Handler().Handle(context.Background(), r)
+	_ = h.Handle(context.Background(), r)
 }
 
 // round keeps four significant digits, enough to read a log at a glance.

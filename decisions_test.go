@@ -117,6 +117,7 @@ func TestDecisionLogStory(t *testing.T) {
 		assert.True(t, probeEnded, "a probe ended within 40 s")
 		for _, r := range recs {
 			assert.NotEqual(t, "send", r["msg"], "per-request detail is at Debug")
+			assert.NotEqual(t, "DEBUG", r["level"], "an Info handler gets no Debug line: %v", r)
 		}
 	})
 }
@@ -164,4 +165,32 @@ func TestLogOffAllocatesNothing(t *testing.T) {
 		p.Record(okResp, nil)
 	})
 	assert.Zero(t, allocs)
+}
+
+// A logger's level is obeyed: a crawl whose concurrency limit climbs
+// writes its additive increases at Debug, which a Debug logger receives
+// and an Info logger never does.
+func TestDecisionLogLevel(t *testing.T) {
+	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
+		t.Run(level.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := testserver.NewTest(t, oneHost(testserver.Policy{Latency: testserver.Latency{Base: 100 * time.Millisecond}}))
+				logger, records := logRecords(t, level)
+				c, _ := newCollector(t, srv, polite.Config{Robots: new(false), Logger: logger})
+				crawl(t, c, 30, 20*time.Second, srv.HostURL("a.test"))
+				debug := 0
+				for _, r := range records() {
+					if r["level"] == "DEBUG" {
+						debug++
+					}
+				}
+				if level == slog.LevelDebug {
+					assert.Contains(t, story(records(), "a.test"), "increase additive", "the limit climbed, at Debug")
+					assert.Positive(t, debug)
+				} else {
+					assert.Zero(t, debug, "an Info logger gets no Debug line")
+				}
+			})
+		})
+	}
 }

@@ -123,8 +123,9 @@ func TestExportImportEstimates(t *testing.T) {
 
 // Export and import back to back keep the estimate: three crawls, each
 // starting from the last one's export, start at the same estimate (apart
-// from the hourly decay, none here: no time passes between them). Before,
-// the margin was taken off again at each import: 17.68, 17.12, 16.57/s.
+// from the hourly decay, none here: no time passes between them). (The
+// fault it guards against: the margin taken off again at each import,
+// 17.68, 17.12, 16.57/s.)
 func TestEstimatesRoundTrip(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := testserver.NewTest(t, oneHost(testserver.Policy{Limit: fixedWindow(20)}))

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// Behaviour 14: nobody reads the event stream; the crawl does not stall.
+// Nobody reads the event stream; the crawl does not stall.
 func TestUnreadEventsDoNotStall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// a.test throttles everything after its first request of the hour

@@ -54,7 +54,7 @@ func TestFaultsRandomized(t *testing.T) {
 
 // The same over real loopback sockets, in real time (under a minute: the
 // last requests may wait out a pause):
-// go test ./adaptive -run TestFaultsRandomizedRealSockets -faults.real
+// go test . -run TestFaultsRandomizedRealSockets -faults.real
 func TestFaultsRandomizedRealSockets(t *testing.T) {
 	if !*faultsReal {
 		t.Skip("real sockets: run with -faults.real")

@@ -228,7 +228,7 @@ func TestFleetSnapshot(t *testing.T) {
 // Four processes on one host share one polite client: no request inside a
 // pause, few rejections. How the fleet's concurrency splits between the
 // processes is logged, not asserted: it is not fair (the process whose own
-// limit grew first holds most leases; see the README).
+// limit grew first holds most leases; see docs/fleet.md).
 func TestFleetShares(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := testserver.NewTest(t, oneHost(testserver.Policy{Limit: fixedWindow(20),

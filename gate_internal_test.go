@@ -188,8 +188,8 @@ func TestGateJitter(t *testing.T) {
 // ("above MaxPause fails at once") is judged on the server's value, and
 // the jitter added to the pause never turns an honoured wait into a
 // refusal, whether the pause was decided here or adopted from the fleet's
-// store. (Before, 120 with the default MaxPause, and 10 with MaxPause 10 s,
-// failed with ErrPaused for seeds 1–3.)
+// store. (The fault it guards against: 120 with the default MaxPause, and 10
+// with MaxPause 10 s, failed with ErrPaused for some seeds.)
 func TestRetryAfterAtMaxPauseIsWaited(t *testing.T) {
 	for _, tc := range []struct {
 		ra              string

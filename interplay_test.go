@@ -16,8 +16,8 @@ import (
 	"github.com/colly-polite/polite/testserver"
 )
 
-// How Colly's features combine with the controller, one test each (README:
-// "Using it with Colly").
+// How Colly's features combine with the controller, one test each
+// (docs/colly.md).
 
 // Cache hits (CacheDir) are answered by Colly from disk before its HTTP
 // client: the controller never sees them, and they cost no politeness.

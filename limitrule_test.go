@@ -195,7 +195,7 @@ func TestGapsValidated(t *testing.T) {
 		"negative MinGap":     {Default: polite.Rule{MinGap: -1}},
 		"negative RandomGap":  {Default: polite.Rule{RandomGap: -1}},
 		"gap above MaxPause":  {Default: polite.Rule{MinGap: time.Hour}},
-		"NaN GlobalRate":      {GlobalRate: -1},
+		"negative GlobalRate": {GlobalRate: -1},
 		"random gap too long": {Rules: []polite.Rule{{Domain: "*", MinGap: time.Minute, RandomGap: 2 * time.Minute}}},
 	} {
 		_, err := polite.New(opt)

@@ -144,10 +144,10 @@ func (s *leaseStore) Return(ctx context.Context, r fleet.Return) (fleet.Settleme
 	return s.MemoryStore.Return(ctx, r)
 }
 
-// With a Store, a claim holds this process's slot only: Claim does no I/O.
-// The fleet's lease and its schedule's slot are taken when the claimed
-// request is sent, as for any request; while the fleet's concurrency is in
-// use elsewhere, the claimed request waits for it (its local slot given
+// With a Store, a reservation holds this process's slot only: reserving
+// does no I/O. The fleet's lease and its schedule's slot are taken when the
+// reserved request is sent, as for any request; while the fleet's
+// concurrency is in use elsewhere, the reserved request waits for it (its local slot given
 // back meanwhile) and never sends past the fleet.
 func TestReserveWithStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -45,7 +45,7 @@ func collectorOn(t *testing.T, rt http.RoundTripper, opts ...polite.Config) (*co
 	return c, &ok, &failed, ctrl
 }
 
-// Behaviour 12: 429, 429, 200 is exactly three sends; the user sees one
+// 429, 429, 200 is exactly three sends; the user sees one
 // OnResponse and no OnError.
 func TestRetriesExactSequence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -100,7 +100,7 @@ func TestPostNotRetried(t *testing.T) {
 	})
 }
 
-// Behaviour 12: retries.
+// Retries.
 func TestRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := testserver.NewTest(t, oneHost(testserver.Policy{Limit: fixedWindow(1), Excess: testserver.Excess{FixedRetryAfter: time.Second}}))

@@ -98,7 +98,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// Behaviour 8: robots.txt Crawl-delay.
+// Robots.txt Crawl-delay.
 func TestCrawlDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{

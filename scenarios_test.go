@@ -28,7 +28,7 @@ func fixedWindow(n int) testserver.Limit {
 	return testserver.Limit{Kind: testserver.FixedWindow, N: n, Window: time.Second}
 }
 
-// Behaviour 1, the reference scenario S1: fixed window 30/s, 350 ms, 40
+// The reference scenario S1: fixed window 30/s, 350 ms, 40
 // goroutines. Judged after a 10 s warm-up, over 30 s.
 func TestS1Reference(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -51,7 +51,7 @@ func TestS1Reference(t *testing.T) {
 	})
 }
 
-// Behaviour 2: a limit far below 1/latency.
+// A limit far below 1/latency.
 func TestS2StrictAndFast(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := testserver.NewTest(t, oneHost(testserver.Policy{
@@ -72,7 +72,7 @@ func TestS2StrictAndFast(t *testing.T) {
 	})
 }
 
-// Behaviour 3: Retry-After 3 s, as seconds and as an HTTP-date.
+// Retry-After 3 s, as seconds and as an HTTP-date.
 func TestRetryAfterPausesScope(t *testing.T) {
 	for _, mode := range []testserver.RetryAfterMode{testserver.RetryAfterSeconds, testserver.RetryAfterHTTPDate} {
 		t.Run(map[testserver.RetryAfterMode]string{testserver.RetryAfterSeconds: "seconds", testserver.RetryAfterHTTPDate: "date"}[mode], func(t *testing.T) {
@@ -132,7 +132,7 @@ func TestRetryAfterPausesScope(t *testing.T) {
 	}
 }
 
-// Behaviour 4: Retry-After 3600 fails fast with a typed error, parks the
+// Retry-After 3600 fails fast with a typed error, parks the
 // scope; another host keeps its speed.
 func TestRetryAfterAboveCeilingFailsFast(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -201,7 +201,7 @@ func bGoodput(t *testing.T, parked bool) float64 {
 	return good
 }
 
-// Behaviour 5: 403 ban.
+// 403 ban.
 func TestBlocksParkScope(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := testserver.NewTest(t, oneHost(testserver.Policy{
@@ -243,7 +243,7 @@ func mustReq(t *testing.T, u string) *http.Request {
 	return r
 }
 
-// Behaviour 6: 503 from a concurrency-capped origin.
+// 503 from a concurrency-capped origin.
 func TestConcurrencyCappedOrigin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := testserver.NewTest(t, oneHost(testserver.Policy{
@@ -279,7 +279,7 @@ func TestConcurrencyCappedOrigin(t *testing.T) {
 	})
 }
 
-// Behaviour 7: capacity drop 40/s → 10/s at t=30 s.
+// Capacity drop 40/s → 10/s at t=30 s.
 func TestCapacityDrop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := testserver.NewTest(t, oneHost(testserver.Policy{
@@ -302,7 +302,7 @@ func TestCapacityDrop(t *testing.T) {
 	})
 }
 
-// Behaviour 9: two hosts, one hard-throttled.
+// Two hosts, one hard-throttled.
 func TestTwoHostsIsolation(t *testing.T) {
 	alone := func(both bool) float64 {
 		var good float64
@@ -329,7 +329,7 @@ func TestTwoHostsIsolation(t *testing.T) {
 	assert.GreaterOrEqual(t, shared, 0.95*solo)
 }
 
-// Behaviour 13: honest quota headers are paced so that no 429 happens.
+// Honest quota headers are paced so that no 429 happens.
 func TestQuotaHeadersPace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := testserver.NewTest(t, oneHost(testserver.Policy{

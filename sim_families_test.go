@@ -77,7 +77,7 @@ func simSettings(t testing.TB) *settings {
 }
 
 // TestSimFamilies runs every family at every round trip and prints the
-// table the README quotes (go test ./adaptive -run TestSimFamilies -v).
+// table docs/measurements.md quotes (go test . -run TestSimFamilies -v).
 // It asserts what holds whatever the law: no request sent inside an
 // announced pause, and the same figures on a second run.
 //
@@ -133,7 +133,7 @@ func BenchmarkSimSends(b *testing.B) {
 
 // BenchmarkSimFleet is the scale run: 10,000 scopes, each a fixed window,
 // a GCRA or a sliding window at 1-20 req/s, over 0-200 ms, crawled for one
-// virtual hour, on every core (go test ./adaptive -run '^$' -bench SimFleet
+// virtual hour, on every core (go test . -run '^$' -bench SimFleet
 // -benchtime 1x). SIM_FLEET_SCOPES overrides the count.
 func BenchmarkSimFleet(b *testing.B) {
 	st := simSettings(b)
@@ -194,7 +194,7 @@ func simFleetScope(i uint64) simScenario {
 }
 
 // TestSimSpread runs every family over several jitter seeds and prints the
-// range of each figure (SIM_SEEDS=10 go test ./adaptive -run TestSimSpread
+// range of each figure (SIM_SEEDS=10 go test . -run TestSimSpread
 // -v): the noise a law change must beat to count.
 func TestSimSpread(t *testing.T) {
 	n := simSeeds(t)

@@ -22,7 +22,7 @@ import (
 // law: TestSimFloors fails when one falls below the floor recorded in
 // testdata/simfloors.txt, or when its worst rejected share rises above the
 // ceiling recorded beside it. A change that does better may raise a floor
-// (or lower a ceiling): SIM_FLOORS=write go test ./adaptive -run
+// (or lower a ceiling): SIM_FLOORS=write go test . -run
 // TestSimFloors rewrites the file with what the code measures now. A
 // floor is lowered (a ceiling raised) only with the reason in the commit
 // message that does it.
@@ -89,7 +89,7 @@ func TestSimFloors(t *testing.T) {
 		return
 	}
 	want, err := simFloorsRead(simFloorsFile)
-	require.NoError(t, err, "SIM_FLOORS=write go test ./adaptive -run TestSimFloors writes it")
+	require.NoError(t, err, "SIM_FLOORS=write go test . -run TestSimFloors writes it")
 	seen := map[string]bool{}
 	for _, g := range got {
 		seen[g.key] = true
@@ -118,7 +118,7 @@ func simFloorsWrite(path string, fs []simFloor) error {
 # per family or kind and RTT, the worst goodput (% of capacity) and the
 # worst rejected share (% of sends) over seeds 1-10, each seed a world.
 # Goodput may not fall below its floor, rejections not rise above their
-# ceiling. Written by: SIM_FLOORS=write go test ./adaptive -run TestSimFloors
+# ceiling. Written by: SIM_FLOORS=write go test . -run TestSimFloors
 # A change may raise a floor or lower a ceiling; it lowers a floor or
 # raises a ceiling only with the reason in its commit message.
 #

@@ -219,7 +219,7 @@ func simTable(cells []simCell, n int) string {
 
 // TestSimWorlds prints, for every kind and every old family at every RTT,
 // the median and the worst of SIM_SEEDS worlds (SIM_SEEDS=10 go test
-// ./adaptive -run TestSimWorlds -v): the figures docs/harness.md quotes.
+// . -run TestSimWorlds -v): the figures docs/harness.md quotes.
 // The old families' worlds vary the gate's jitter only, as in TestSimSpread.
 func TestSimWorlds(t *testing.T) {
 	n := simSeeds(t)
@@ -230,7 +230,7 @@ func TestSimWorlds(t *testing.T) {
 
 // TestSimCrawl prints the whole crawls host by host: the median and the
 // latest finish over SIM_SEEDS worlds against each host's ideal
-// (SIM_SEEDS=10 go test ./adaptive -run TestSimCrawl -v).
+// (SIM_SEEDS=10 go test . -run TestSimCrawl -v).
 func TestSimCrawl(t *testing.T) {
 	n := simSeeds(t)
 	st := simSettings(t)

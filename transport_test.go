@@ -104,7 +104,7 @@ func TestLoggerTimeSeries(t *testing.T) {
 	assert.Equal(t, "decrease:throttled", rec["msg"])
 }
 
-// Behaviour 10: never a leaked slot.
+// Never a leaked slot.
 func TestNoLeakedSlots(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{
@@ -171,7 +171,7 @@ func TestNoLeakedSlots(t *testing.T) {
 	})
 }
 
-// Behaviour 11: polite waiting does not use up the request timeout; a
+// Polite waiting does not use up the request timeout; a
 // hanging origin still times out per attempt.
 func TestPauseDoesNotUseTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -227,8 +227,9 @@ func (d *drip) Close() error {
 // hand on (the retried refusals it drains, the part block-page detectors
 // see) are bounded in time, their connections closed past the bound. The
 // request ends after its send and 3 retries with the last 429, long before
-// the caller's 45-s deadline, and holds no slot. (Before, it returned at
-// that deadline after one send, holding the slot throughout.)
+// the caller's 45-s deadline, and holds no slot. (The fault it guards
+// against: the request returned at that deadline after one send, holding
+// the slot throughout.)
 func TestSlowRefusalBodyDoesNotHang(t *testing.T) {
 	for _, markers := range []bool{false, true} {
 		t.Run(fmt.Sprintf("detectors %v", markers), func(t *testing.T) {

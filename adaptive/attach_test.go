@@ -57,7 +57,7 @@ func TestAttachTwiceReusesController(t *testing.T) {
 	})
 }
 
-// ctrl.Attach on a collector that has another controller replaces it:
+// AttachTo on a collector that has another controller replaces it:
 // this one wraps what that one wrapped, never a controller inside a
 // controller.
 func TestControllerAttachReplaces(t *testing.T) {

@@ -27,7 +27,7 @@ import (
 // request goes out, with the user's transport and proxy function kept
 // underneath, a warning in the log (once) and ctrl.Err() saying so. The
 // order of Attach and those setters does not matter. What the check cannot
-// see is said under "Pitfalls" in README.md: Colly's own robots.txt fetch
+// see is said in docs/colly.md: Colly's own robots.txt fetch
 // (IgnoreRobotsTxt = false) runs before any callback, so the first one
 // after a transport set after Attach goes out on that transport.
 //
@@ -54,7 +54,7 @@ import (
 // apply on top; convert them with FromLimitRule instead. An invalid setting
 // fails safe (its most conservative value, every valid one kept), and so
 // does a collector whose HTTP client cannot be read; ctrl.Err() reports
-// both. README.md says how caches, redirects, queues and Colly's own
+// both. docs/colly.md says how caches, redirects, queues and Colly's own
 // robots.txt handling combine with it.
 func Attach(c *colly.Collector, cfg ...polite.Config) *polite.Controller {
 	return attach(c, cfg, collySlot)

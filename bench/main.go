@@ -112,8 +112,8 @@
 // -fleet-workers goroutines per host, crawling both hosts by name
 // (http://a.test, dialled at the host's listener) for -duration (default
 // 60 s in fleet mode). robots.txt is off unless -fleet-robots: testserver
-// answers robots.txt without the origin's processing time, and as of
-// 1945616 that round trip becomes the scope's unloaded minimum, so that
+// answers robots.txt without the origin's processing time, and that
+// round trip becomes the scope's unloaded minimum, so that
 // the latency knee holds the concurrency limit at 1 whatever the fleet.
 // Each process times its store calls and reports as JSON on its standard
 // output; processes stop by themselves at the end of the cell, when the

@@ -12,5 +12,5 @@
 //	q.AddURL("https://example.com/")
 //	q.Run(c) // returns when every URL, and every URL added meanwhile, is done
 //
-// README.md ("Using it with Colly") compares it with colly/queue.
+// docs/colly.md compares it with colly/queue.
 package frontier

@@ -217,7 +217,7 @@ func TestLint(t *testing.T) {
 // gets a valid label of bounded length; two keys that clean up alike keep
 // labels of their own; a key spelled like another's cleaned label is
 // folded into "other" rather than duplicate a series. (Twelve requests to
-// http://%ff%fe.evil/ under a ScopeFunc returning r.URL.Hostname() made
+// http://%ff%fe.evil/ under a Config.Scope returning r.URL.Hostname() made
 // every Gather fail, "not valid UTF-8", and /metrics answer 500.)
 func TestHostileScopeLabels(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -41,7 +41,7 @@ const (
 //
 // A scope label is the scope's key when that is valid UTF-8 of at most 128
 // bytes; otherwise the key's valid part, cut to fit, then "~" and a hash of
-// the whole key, so that a hostile name (from a custom ScopeFunc) never
+// the whole key, so that a hostile name (from a custom Config.Scope) never
 // fails a scrape and two names that clean up alike stay apart. A scope
 // whose label another scope already holds is summed under "other".
 type Collector struct {
