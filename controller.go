@@ -281,9 +281,11 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 			p.lease = send.Lease
 			// the fleet's concurrency all in use with this send: the limit
 			// may grow on its success (a process's own in-flight count is
-			// only its part of the fleet's); the fleet's schedule held it
-			// back: the rate was the bottleneck
-			p.t.InUse = p.t.InUse || send.Full
+			// only its part of the fleet's), unless the send waited for
+			// the fleet's schedule: then the rate was the bottleneck, and
+			// the sends (and leases) waiting for their slots, here and
+			// elsewhere, are no concurrency at the server
+			p.t.InUse = (p.t.InUse || send.Full) && !send.Scheduled
 			p.t.Paced = p.t.Paced || send.PacedByFleet
 			if send.At != 0 {
 				p.t.Sent = send.At // sent now, not when the local slot was granted

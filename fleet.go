@@ -17,14 +17,10 @@ import (
 // fleetScope, over the scope's core methods and its fleet view; the core
 // knows nothing of the fleet.
 
-// newFleet is the controller's fleet client over st.Store: a lease lives a
-// minute, or the attempt timeout and ten seconds.
+// newFleet is the controller's fleet client over st.Store, its leases
+// short-lived and renewed while held (fleetclient.DefaultTTL).
 func newFleet(st *settings, now func() time.Duration) *fleetclient.Client {
-	ttl := time.Minute
-	if st.AttemptTimeout > 0 {
-		ttl = st.AttemptTimeout + 10*time.Second
-	}
-	return fleetclient.New(st.Store, fleetclient.Config{TTL: ttl, MaxPause: st.MaxPause, Logger: logger(st), Now: now})
+	return fleetclient.New(st.Store, fleetclient.Config{MaxPause: st.MaxPause, Logger: logger(st), Now: now})
 }
 
 // scopeFleet is a scope's view of the fleet. Guarded by scope.mu.
@@ -32,9 +28,9 @@ type scopeFleet struct {
 	version uint64
 	live    int
 	shared  law.Shared // what was last adopted or committed
-	// busyUntil: the fleet's concurrency was in use; one send of this
-	// process asks again then, the others wait for it
-	busyUntil time.Duration
+	// seed is shared encoded, what a store that lost the scope's state is
+	// seeded with (nil until there is one)
+	seed []byte
 }
 
 // fleetView is the scope's fleet state, created on first use. Called with
@@ -80,8 +76,12 @@ func (f fleetScope) Ask(now time.Duration) fleetclient.Ask {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sf := s.fleetView()
-	a := fleetclient.Ask{Rate: s.core.fleetRate(), Limit: s.core.limit(), Version: sf.version, BusyUntil: sf.busyUntil}
-	if sf.version == 0 {
+	// a store that has lost the scope's state (a restart, an eviction) is
+	// seeded with the fleet's as this process last shared it, not with
+	// this process's own, which ran on its share while the store was away;
+	// without a fleet state yet, this process's own seeds an empty store
+	a := fleetclient.Ask{Rate: s.core.fleetRate(), Limit: s.core.limit(), Version: sf.version, Seed: sf.seed}
+	if a.Seed == nil {
 		a.Seed = encodeShared(s.core.shared(now))
 	}
 	return a
@@ -100,14 +100,6 @@ func (f fleetScope) Granted(state []byte, version uint64, live int) {
 		sf.live = live
 		s.core.setShare(now, 1)
 	})
-}
-
-// Busy implements fleetclient.Local.
-func (f fleetScope) Busy(until time.Duration) {
-	f.s.mu.Lock()
-	sf := f.s.fleetView()
-	sf.busyUntil = max(sf.busyUntil, until)
-	f.s.mu.Unlock()
 }
 
 // Random implements fleetclient.Local: the scope's seeded source.
@@ -179,6 +171,7 @@ func (s *scope) adoptShared(now time.Duration, state []byte, version uint64) {
 		return
 	}
 	sf.shared = s.core.adoptShared(now, sh)
+	sf.seed = encodeShared(sf.shared)
 }
 
 // sharedChange returns the law's shared part encoded if it changed since
@@ -197,7 +190,8 @@ func (s *scope) sharedChange(now time.Duration) ([]byte, uint64) {
 		return nil, sf.version
 	}
 	sf.shared = full
-	return encodeShared(full), sf.version
+	sf.seed = encodeShared(full)
+	return sf.seed, sf.version
 }
 
 // Close gives back what the controller holds in a shared fleet.Store

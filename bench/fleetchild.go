@@ -293,7 +293,7 @@ func (t *timedStore) Renew(ctx context.Context, scope, process string, leases []
 }
 
 // Subscribe implements fleet.Notifier when the store it wraps does.
-func (t *timedStore) Subscribe(fn func(scope string, pause time.Duration, reason fleet.Reason)) (cancel func()) {
+func (t *timedStore) Subscribe(fn func(fleet.Notice)) (cancel func()) {
 	if n, ok := t.Store.(fleet.Notifier); ok {
 		return n.Subscribe(fn)
 	}

@@ -2,11 +2,7 @@ package fleet
 
 import (
 	"context"
-	"strconv"
-	"sync"
 	"time"
-
-	"github.com/colly-polite/polite/internal/sat"
 )
 
 // Store is what a fleet of collectors, in one process or many, shares for
@@ -39,21 +35,55 @@ type Store interface {
 	Renew(ctx context.Context, scope, process string, leases []string, ttl time.Duration) error
 }
 
-// Notifier is a Store that tells its clients of a pause as soon as one is
-// shared, so that a send waiting for its slot does not go out into it (a
-// fleet-wide pause voids the slots handed out before it). Subscribe calls
-// fn for every pause shared from now on, until cancel is called; fn must
-// not block.
+// Notifier is a Store that tells its clients at once of what they would
+// otherwise learn only when they next ask: a pause shared, so that a send
+// waiting for its slot does not go out into it (a fleet-wide pause voids
+// the slots handed out before it), and a lease given back that is another
+// process's turn, so that the process owed it asks now instead of at its
+// next try. Subscribe calls fn for every notice from now on, until cancel
+// is called; fn must not block. Notices are hints: a client that misses
+// one still asks again by itself.
 type Notifier interface {
-	Subscribe(fn func(scope string, pause time.Duration, reason Reason)) (cancel func())
+	Subscribe(fn func(Notice)) (cancel func())
 }
 
+// Notice is what a Notifier tells: a pause shared on Scope (Pause > 0), or
+// that a lease on Scope is free for process Turn.
+type Notice struct {
+	Scope  string
+	Pause  time.Duration
+	Reason Reason
+	Turn   string
+}
+
+// WantFresh is how long the demand a LeaseRequest states (Want) counts for
+// in the fleet's shares: a process refused asks again before it ends, one
+// that stopped asking has no share held for it after it.
+const WantFresh = 2 * time.Second
+
 // LeaseRequest asks for one send (Store.Lease).
+//
+// The fleet's concurrency limit is shared fairly between the processes
+// that want it: max-min, as a link is shared between flows. Each process
+// that asked lately (within WantFresh) has a demand, the leases it holds
+// and the sends it has waiting (Want); the limit is divided so that no
+// process gets more than its demand and what some leave is shared equally
+// among the others. A lease is granted when one is free and the process
+// holds less than its part; a process over its part waits for one of its
+// own to come back even if a slot is free, because that slot is owed to a
+// process under its part, which is told (Notifier) and asks at once.
 type LeaseRequest struct {
 	Scope   string
-	Process string  // the caller's name in the fleet, unique per process
-	Rate    float64 // the rate the fleet sends at, as the caller knows it (its ceilings applied), req/s
-	Limit   int     // the fleet's concurrency limit, as the caller knows it
+	Process string // the caller's name in the fleet, unique per process
+	// ID names the lease to take, unique in the fleet (the process's name
+	// and a counter): a caller whose call failed can give it back, in
+	// case the store took it. "" lets the store name it.
+	ID    string
+	Rate  float64 // the rate the fleet sends at, as the caller knows it (its ceilings applied), req/s
+	Limit int     // the fleet's concurrency limit, as the caller knows it (0: none); the fleet keeps to the highest limit asked within WantFresh
+	// Want is how many sends of the caller wait for a lease on the scope,
+	// this one included: its demand beyond what it holds. 0 means 1.
+	Want int
 	// Version is the version of the law state the caller holds (0: none);
 	// Seed its state, stored if the fleet has none.
 	Version uint64
@@ -119,216 +149,6 @@ type Settlement struct {
 	// one included), per second: what the law measures a capacity by,
 	// where each process alone sees only its part.
 	Accepted float64
-}
-
-// MemoryStore is a Store for collectors in one process (several Controllers
-// crawling the same sites). Its zero value is ready to use; it is safe for
-// concurrent use. Scopes unused for ten minutes are dropped as new ones
-// arrive.
-type MemoryStore struct {
-	mu        sync.Mutex
-	m         map[string]*memoryScope                        // guarded by mu
-	lastSweep time.Time                                      // guarded by mu
-	seq       uint64                                         // guarded by mu: lease names
-	subs      map[uint64]func(string, time.Duration, Reason) // guarded by mu
-	// now reads the store's clock; nil means time.Now
-	now func() time.Time
-}
-
-type memoryScope struct {
-	tat        time.Time // the schedule's next slot
-	pauseUntil time.Time
-	reason     Reason
-	state      []byte
-	version    uint64
-	leases     map[string]time.Time // lease -> expiry
-	procs      map[string]time.Time // process -> expiry
-	used       time.Time
-	acc        acceptedRing
-}
-
-// acceptedRing counts accepted answers per eighth of a second, the last
-// second of them.
-type acceptedRing struct {
-	n    [8]uint32
-	tick int64 // of the newest slot
-}
-
-const acceptedSlot = time.Second / 8
-
-// add counts n answers at tick t and returns the count over the last
-// second.
-func (a *acceptedRing) add(t int64, n uint32) uint32 {
-	if t > a.tick {
-		for i := a.tick + 1; i <= min(t, a.tick+8); i++ {
-			a.n[i%8] = 0
-		}
-		a.tick = t
-	}
-	if t > a.tick-8 {
-		a.n[t%8] += n
-	}
-	var sum uint32
-	for _, v := range a.n {
-		sum += v
-	}
-	return sum
-}
-
-const memoryStoreIdle = 10 * time.Minute
-
-func (m *MemoryStore) clock() time.Time {
-	if m.now != nil {
-		return m.now()
-	}
-	return time.Now()
-}
-
-func (m *MemoryStore) scopeLocked(name string, now time.Time) *memoryScope {
-	if m.m == nil {
-		m.m = make(map[string]*memoryScope)
-	}
-	if now.Sub(m.lastSweep) > time.Minute {
-		m.lastSweep = now
-		for k, s := range m.m {
-			if now.Sub(s.used) > memoryStoreIdle && !now.Before(s.pauseUntil) {
-				delete(m.m, k)
-			}
-		}
-	}
-	s := m.m[name]
-	if s == nil {
-		s = &memoryScope{leases: map[string]time.Time{}, procs: map[string]time.Time{}}
-		m.m[name] = s
-	}
-	s.used = now
-	return s
-}
-
-// Lease implements Store.
-func (m *MemoryStore) Lease(_ context.Context, a LeaseRequest) (Lease, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := m.clock()
-	s := m.scopeLocked(a.Scope, now)
-	for k, exp := range s.procs {
-		if !now.Before(exp) {
-			delete(s.procs, k)
-		}
-	}
-	s.procs[a.Process] = now.Add(3 * a.TTL)
-	var g Lease
-	g.Live = len(s.procs)
-	if s.state == nil && a.Seed != nil {
-		// a store empty of this scope (new, or restarted) takes the
-		// client's view; it is version 1, the client's own
-		s.state, s.version = append([]byte(nil), a.Seed...), 1
-		a.Version = 1
-	}
-	if s.version != a.Version {
-		g.State, g.Version = append([]byte(nil), s.state...), s.version
-	} else {
-		g.Version = s.version
-	}
-	if now.Before(s.pauseUntil) {
-		g.Paused, g.Reason = s.pauseUntil.Sub(now), s.reason
-	}
-	for k, exp := range s.leases {
-		if !now.Before(exp) {
-			delete(s.leases, k)
-		}
-	}
-	if a.Limit > 0 && len(s.leases) >= a.Limit {
-		// the fleet's limit is in use: ask again after a short while
-		g.Delay = max(g.Paused, 10*time.Millisecond)
-		return g, nil
-	}
-	m.seq++
-	g.ID = a.Process + "/" + strconv.FormatUint(m.seq, 10)
-	s.leases[g.ID] = now.Add(a.TTL)
-	g.Full = a.Limit > 0 && len(s.leases) >= a.Limit
-	slot := now
-	if s.tat.After(slot) {
-		slot = s.tat
-	}
-	if s.pauseUntil.After(slot) {
-		slot = s.pauseUntil
-	}
-	s.tat = slot.Add(sat.Interval(a.Rate))
-	g.Delay = slot.Sub(now)
-	return g, nil
-}
-
-// Return implements Store.
-func (m *MemoryStore) Return(_ context.Context, r Return) (Settlement, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := m.clock()
-	s := m.scopeLocked(r.Scope, now)
-	if r.Lease != "" {
-		delete(s.leases, r.Lease)
-	}
-	if r.Pause > 0 {
-		if until := now.Add(r.Pause); until.After(s.pauseUntil) {
-			s.pauseUntil, s.reason = until, r.Reason
-			for _, fn := range m.subs {
-				fn(r.Scope, r.Pause, r.Reason)
-			}
-		}
-	}
-	var st Settlement
-	if r.State != nil {
-		if s.version == r.Version {
-			s.state, s.version = append([]byte(nil), r.State...), r.Version+1
-			st.Committed = true
-		}
-	}
-	st.Version = s.version
-	if !st.Committed {
-		st.State = append([]byte(nil), s.state...)
-	}
-	if now.Before(s.pauseUntil) {
-		st.Paused, st.Reason = s.pauseUntil.Sub(now), s.reason
-	}
-	var n uint32
-	if r.Accepted {
-		n = 1
-	}
-	st.Accepted = float64(s.acc.add(now.UnixNano()/int64(acceptedSlot), n))
-	return st, nil
-}
-
-// Subscribe implements Notifier.
-func (m *MemoryStore) Subscribe(fn func(scope string, pause time.Duration, reason Reason)) (cancel func()) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.subs == nil {
-		m.subs = map[uint64]func(string, time.Duration, Reason){}
-	}
-	m.seq++
-	id := m.seq
-	m.subs[id] = fn
-	return func() {
-		m.mu.Lock()
-		delete(m.subs, id)
-		m.mu.Unlock()
-	}
-}
-
-// Renew implements Store.
-func (m *MemoryStore) Renew(_ context.Context, scope, process string, leases []string, ttl time.Duration) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := m.clock()
-	s := m.scopeLocked(scope, now)
-	for _, l := range leases {
-		// a lease that expired is gone, swept or not
-		if exp, ok := s.leases[l]; ok && now.Before(exp) {
-			s.leases[l] = now.Add(ttl)
-		}
-	}
-	s.procs[process] = now.Add(3 * ttl)
-	return nil
 }
 
 // Reason is why a shared pause was taken, as the controller names it

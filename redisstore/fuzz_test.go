@@ -63,45 +63,56 @@ func FuzzReply(f *testing.F) {
 	})
 }
 
-// A pause message from the channel (anyone may publish there) is read or
-// ignored: a scope, a positive pause, a reason byte.
-func FuzzParsePause(f *testing.F) {
-	f.Add("a.test\n3000000\n1")
-	f.Add("a\nb\n\n5\n2")
-	f.Add("\n-1\n1")
-	f.Add("x\n9223372036854775807\n300")
+// A message from the channel (anyone may publish there) is read or
+// ignored: a pause (a positive length, a reason byte, a scope) or a turn
+// (a process, a scope).
+func FuzzParseNotice(f *testing.F) {
+	f.Add("p\n3000000\n1\na.test")
+	f.Add("p\n5\n2\na\nb\n")
+	f.Add("p\n-1\n1\n")
+	f.Add("p\n9223372036854775807\n300\nx")
+	f.Add("t\nhost-1-ab\na.test")
+	f.Add("t\n\na")
 	f.Fuzz(func(t *testing.T, p string) {
-		scope, d, _, ok := parsePause(p)
+		n, ok := parseNotice(p)
 		if !ok {
 			return
 		}
-		if d <= 0 {
-			t.Fatalf("%q: pause %v", p, d)
+		if (n.Turn == "") == (n.Pause <= 0) {
+			t.Fatalf("%q: neither or both a turn and a pause: %+v", p, n)
 		}
-		if len(scope) >= len(p) {
-			t.Fatalf("%q: scope %q", p, scope)
+		if len(n.Scope) >= len(p) {
+			t.Fatalf("%q: scope %q", p, n.Scope)
 		}
 	})
 }
 
-func TestParsePause(t *testing.T) {
+func TestParseNotice(t *testing.T) {
 	for _, tc := range []struct {
 		in    string
 		scope string
+		turn  string
 		ok    bool
 	}{
-		{"a.test\n3000000\n1", "a.test", true},
-		{"a\nb\n2000\n3", "a\nb", true}, // a scope may hold newlines: the last two fields are the numbers
-		{"a\n0\n1", "", false},
-		{"a\n-5\n1", "", false},
-		{"a\n5\n256", "", false},
-		{"a\n5", "", false},
-		{"a\n1e3\n1", "", false},
-		{"a\n9223372036854775807\n1", "", false}, // over the longest time.Duration
+		{"p\n3000000\n1\na.test", "a.test", "", true},
+		{"p\n2000\n3\na\nb", "a\nb", "", true}, // a scope may hold newlines: it comes last
+		{"p\n2000\n3\n", "", "", true},         // the empty scope is a scope
+		{"p\n0\n1\na", "", "", false},
+		{"p\n-5\n1\na", "", "", false},
+		{"p\n5\n256\na", "", "", false},
+		{"p\n5\na", "", "", false},
+		{"p\n1e3\n1\na", "", "", false},
+		{"p\n9223372036854775807\n1\na", "", "", false}, // over the longest time.Duration
+		{"t\nproc-1\na.test", "a.test", "proc-1", true},
+		{"t\nproc-1\na\nb", "a\nb", "proc-1", true},
+		{"t\n\na", "", "", false}, // a turn for nobody
+		{"t\nproc", "", "", false},
+		{"x\n1\n1\na", "", "", false},
+		{"a.test", "", "", false},
 	} {
-		scope, _, _, ok := parsePause(tc.in)
-		if ok != tc.ok || scope != tc.scope {
-			t.Errorf("parsePause(%q) = %q, %v; want %q, %v", tc.in, scope, ok, tc.scope, tc.ok)
+		n, ok := parseNotice(tc.in)
+		if ok != tc.ok || (ok && (n.Scope != tc.scope || n.Turn != tc.turn)) {
+			t.Errorf("parseNotice(%q) = %+v, %v; want scope %q turn %q, %v", tc.in, n, ok, tc.scope, tc.turn, tc.ok)
 		}
 	}
 }

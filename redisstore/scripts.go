@@ -7,9 +7,12 @@ import "github.com/redis/go-redis/v9"
 // hash-tagged alike, so they work on Redis Cluster as on one node. Nothing
 // from a request is ever part of a script's text: only KEYS and ARGV.
 //
-// KEYS, for every script: 1 the schedule (hash: tat, pause, reason), 2 the
-// law (hash: state, version), 3 the leases (sorted set: lease -> expiry),
-// 4 the processes seen (sorted set: process -> expiry).
+// KEYS, for every script: 1 the schedule (hash: tat, pause, reason, the
+// fleet's concurrency limit lim and when it was asked limt, the accepted
+// ring a0..a7 t0..t7), 2 the law (hash: state, version), 3 the leases
+// (sorted set: lease -> expiry; a lease is named "process/n"), 4 the
+// processes seen (sorted set: process -> when it last asked, in ms, times
+// 1000, plus its want, the sends it had waiting then, at most 999).
 //
 // What is stored is untrusted too (another program may write there): a key
 // of the wrong type is dropped, a field that is not a number reads as
@@ -38,6 +41,7 @@ local function num(v)
   if not n or n ~= n or n < 0 or n > 9007199254740992 then return 0 end
   return n
 end
+local nowms = math.floor(now / 1000)
 local function law()
   local l = redis.call('HMGET', KEYS[2], 'state', 'version')
   if not l[1] or not tonumber(l[2] or '') then return false, '0' end
@@ -45,43 +49,105 @@ local function law()
 end
 `
 
+// fair is the fleet's max-min share of its concurrency limit (shared by
+// the acquire and the release scripts): each process that asked within
+// fresh ms, or holds a lease, has a demand, its leases held plus its want
+// (if fresh); no one is owed more than its demand, and what the smaller
+// demands leave is shared equally among the larger ones. It returns the
+// parts owed, the leases held, and the wants, by process, and the leases
+// held in all. Leases not named "process/n" count as a demand of their own.
+// With ttl (the lease TTL, µs) above 0 it first forgets the processes not
+// seen for three lease lives.
+const fair = `
+local function fair(limit, fresh, ttl)
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+  if ttl > 0 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', (nowms - 3 * ttl / 1000) * 1000)
+  end
+  local held, total = {}, 0
+  for _, l in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+    local p = string.match(l, '^(.*)/[^/]*$') or l
+    held[p] = (held[p] or 0) + 1
+    total = total + 1
+  end
+  local want, demand = {}, {}
+  local ps = redis.call('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES')
+  for i = 1, #ps, 2 do
+    local sc = tonumber(ps[i + 1]) or 0
+    local w = sc % 1000
+    if math.floor(sc / 1000) > nowms - fresh then want[ps[i]] = w end
+  end
+  for p, n in pairs(held) do demand[#demand + 1] = {p, n + (want[p] or 0)} end
+  for p, w in pairs(want) do
+    if not held[p] and w > 0 then demand[#demand + 1] = {p, w} end
+  end
+  table.sort(demand, function(a, b) return a[2] < b[2] end)
+  local owed, left = {}, limit
+  for k, d in ipairs(demand) do
+    local part = math.min(d[2], left / (#demand - k + 1))
+    owed[d[1]] = part
+    left = left - part
+  end
+  return owed, held, want, total
+end
+`
+
 // acquireScript: ARGV 1 process, 2 interval (µs), 3 limit, 4 version the
-// caller holds, 5 its state to seed with ("" for none), 6 lease TTL (µs),
-// 7 lease name, 8 key TTL (ms). Returns {lease or "", wait µs, paused µs,
-// reason, state or false, version, live, in use 0/1}.
-var acquireScript = redis.NewScript(prelude + `
+// caller holds, 5 the state to seed an empty store with ("" for none), 6
+// lease TTL (µs), 7 lease name, 8 key TTL (ms), 9 want, 10 how long a want
+// counts (ms). Returns {lease or "", wait µs, paused µs, reason, state or
+// false, version, live, in use 0/1}.
+var acquireScript = redis.NewScript(prelude + fair + `
 local interval = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 local version = ARGV[4]
 local ttl = tonumber(ARGV[6])
 local keyttl = tonumber(ARGV[8])
+local want = math.max(math.min(tonumber(ARGV[9]) or 1, 999), 1)
+local fresh = tonumber(ARGV[10])
 
-redis.call('ZADD', KEYS[4], now + 3 * ttl, ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
-local live = redis.call('ZCARD', KEYS[4])
-
+redis.call('ZADD', KEYS[4], nowms * 1000 + want, ARGV[1])
 local state, ver = law()
 if not state and ARGV[5] ~= '' then
-  state, ver, version = ARGV[5], '1', '1'
+  -- an empty store takes the caller's view as version 1: a caller that
+  -- held none has its own; one that held another gets it back
+  state, ver = ARGV[5], '1'
   redis.call('HSET', KEYS[2], 'state', state, 'version', 1)
+  if version == '0' then version = '1' end
 end
 local out = false
 if ver ~= version and state then out = state end
 
-local sc = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'reason')
+local sc = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'reason', 'lim', 'limt')
 local tat, pause, reason = num(sc[1]), num(sc[2]), num(sc[3])
 local paused = 0
 if pause > now then paused = pause - now else reason = 0 end
 
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 local lease, wait, inuse = '', math.max(paused, 10000), 0
-local held = redis.call('ZCARD', KEYS[3])
-if limit <= 0 or held < limit then
+local grant = true
+if limit > 0 then
+  -- the fleet keeps to the highest limit asked lately
+  local lim, limt = num(sc[4]), num(sc[5])
+  if limit >= lim or limt <= nowms - fresh then
+    lim = limit
+    redis.call('HSET', KEYS[1], 'lim', lim, 'limt', nowms)
+  end
+  limit = lim
+  local owed, held = fair(limit, fresh, ttl)
+  local total = redis.call('ZCARD', KEYS[3])
+  grant = total < limit and (held[ARGV[1]] or 0) < (owed[ARGV[1]] or 0)
+else
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', (nowms - 3 * ttl / 1000) * 1000)
+end
+local live = redis.call('ZCARD', KEYS[4])
+if grant then
   redis.call('ZADD', KEYS[3], now + ttl, ARGV[7])
+  redis.call('ZADD', KEYS[4], nowms * 1000 + want - 1, ARGV[1])
   local slot = math.max(tat, now, pause)
   redis.call('HSET', KEYS[1], 'tat', slot + interval)
   lease, wait = ARGV[7], slot - now
-  if limit > 0 and held + 1 >= limit then inuse = 1 end
+  if limit > 0 and redis.call('ZCARD', KEYS[3]) >= limit then inuse = 1 end
 end
 for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], keyttl) end
 return {lease, wait, paused, reason, out, ver, live, inuse}
@@ -89,14 +155,33 @@ return {lease, wait, paused, reason, out, ver, live, inuse}
 
 // releaseScript: ARGV 1 process, 2 lease ("" for none), 3 pause (µs, 0
 // for none), 4 reason, 5 state to commit ("" for none), 6 version it
-// derives from, 7 key TTL (ms), 8 the pause channel, 9 the scope, 10
-// accepted 0/1. Returns {committed 0/1, state or false, version, paused
-// µs, reason, accepted answers over the last second}. The accepted count
-// is kept per eighth of a second in the schedule's hash (fields a0..a7,
-// each with its tick in t0..t7).
-var releaseScript = redis.NewScript(prelude + `
+// derives from, 7 key TTL (ms), 8 the notice channel, 9 the scope, 10
+// accepted 0/1, 11 how long a want counts (ms).
+// Returns {committed 0/1, state or false, version, paused µs, reason,
+// accepted answers over the last second}. The accepted count is kept per
+// eighth of a second in the schedule's hash (fields a0..a7, each with its
+// tick in t0..t7). A lease given back that another process is owed (it
+// wants one and holds less than its part) is announced as that process's
+// turn on the channel: "t", the process, the scope, one per line; a pause
+// as "p", its length in µs, its reason, the scope.
+var releaseScript = redis.NewScript(prelude + fair + `
 local keyttl = tonumber(ARGV[7])
-if ARGV[2] ~= '' then redis.call('ZREM', KEYS[3], ARGV[2]) end
+if ARGV[2] ~= '' and redis.call('ZREM', KEYS[3], ARGV[2]) == 1 then
+  local lim = num(redis.call('HGET', KEYS[1], 'lim'))
+  if lim > 0 then
+    local owed, held, want, total = fair(lim, tonumber(ARGV[11]), 0)
+    if total < lim then
+      local best, most = false, 0
+      for p, part in pairs(owed) do
+        local d = part - (held[p] or 0)
+        if p ~= ARGV[1] and (want[p] or 0) > 0 and (d > most or (d == most and best and p < best)) then
+          best, most = p, d
+        end
+      end
+      if best then redis.call('PUBLISH', ARGV[8], 't\n' .. best .. '\n' .. ARGV[9]) end
+    end
+  end
+end
 
 local sc = redis.call('HMGET', KEYS[1], 'pause', 'reason')
 local pause, reason = num(sc[1]), num(sc[2])
@@ -104,7 +189,7 @@ local d = tonumber(ARGV[3])
 if d > 0 and now + d > pause then
   pause, reason = now + d, tonumber(ARGV[4])
   redis.call('HSET', KEYS[1], 'pause', pause, 'reason', reason)
-  redis.call('PUBLISH', ARGV[8], ARGV[9] .. '\n' .. ARGV[3] .. '\n' .. ARGV[4])
+  redis.call('PUBLISH', ARGV[8], 'p\n' .. ARGV[3] .. '\n' .. ARGV[4] .. '\n' .. ARGV[9])
 end
 local paused = 0
 if pause > now then paused = pause - now else reason = 0 end
@@ -136,12 +221,15 @@ return {committed, state, ver, paused, reason, acc}
 `)
 
 // renewScript: ARGV 1 process, 2 lease TTL (µs), 3 key TTL (ms), 4... the
-// leases. A lease that expired meanwhile is not brought back.
+// leases. A lease that expired meanwhile is not brought back. The process
+// stays live; the want it stated stays as it was, and as old.
 var renewScript = redis.NewScript(prelude + `
 local ttl = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 for i = 4, #ARGV do redis.call('ZADD', KEYS[3], 'XX', now + ttl, ARGV[i]) end
-redis.call('ZADD', KEYS[4], now + 3 * ttl, ARGV[1])
+if not redis.call('ZSCORE', KEYS[4], ARGV[1]) then
+  redis.call('ZADD', KEYS[4], nowms * 1000, ARGV[1])
+end
 for i = 3, 4 do redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3])) end
 return 1
 `)

@@ -47,10 +47,10 @@ type Store struct {
 	leases atomic.Uint64
 
 	mu   sync.Mutex
-	subs map[uint64]func(string, time.Duration, fleet.Reason) // guarded by mu
-	seq  uint64                                               // guarded by mu
-	ps   *redis.PubSub                                        // guarded by mu: nil without subscribers
-	done chan struct{}                                        // guarded by mu: closed when the reader ends
+	subs map[uint64]func(fleet.Notice) // guarded by mu
+	seq  uint64                        // guarded by mu
+	ps   *redis.PubSub                 // guarded by mu: nil without subscribers
+	done chan struct{}                 // guarded by mu: closed when the reader ends
 }
 
 // New returns a Store on client (any go-redis client: a single node, a
@@ -84,9 +84,13 @@ func (s *Store) Lease(ctx context.Context, a fleet.LeaseRequest) (fleet.Lease, e
 		interval = max(int64(1e6/a.Rate), 1)
 	}
 	ttl := max(a.TTL, time.Second)
+	id := a.ID
+	if id == "" {
+		id = a.Process + "/" + strconv.FormatUint(s.leases.Add(1), 10)
+	}
 	res, err := acquireScript.Run(ctx, s.c, s.keys(a.Scope),
 		a.Process, interval, a.Limit, strconv.FormatUint(a.Version, 10), string(a.Seed),
-		micros(ttl), a.Process+"/"+strconv.FormatUint(s.leases.Add(1), 10), s.keyTTL.Milliseconds()).Slice()
+		micros(ttl), id, s.keyTTL.Milliseconds(), max(a.Want, 1), fleet.WantFresh.Milliseconds()).Slice()
 	if err != nil {
 		return fleet.Lease{}, fmt.Errorf("redisstore: lease %q: %w", a.Scope, err)
 	}
@@ -113,7 +117,8 @@ func leaseOf(res []any) (fleet.Lease, error) {
 func (s *Store) Return(ctx context.Context, rel fleet.Return) (fleet.Settlement, error) {
 	res, err := releaseScript.Run(ctx, s.c, s.keys(rel.Scope),
 		rel.Process, rel.Lease, max(micros(rel.Pause), 0), int(rel.Reason), string(rel.State),
-		strconv.FormatUint(rel.Version, 10), s.keyTTL.Milliseconds(), s.channel(), rel.Scope, boolArg(rel.Accepted)).Slice()
+		strconv.FormatUint(rel.Version, 10), s.keyTTL.Milliseconds(), s.channel(), rel.Scope, boolArg(rel.Accepted),
+		fleet.WantFresh.Milliseconds()).Slice()
 	if err != nil {
 		return fleet.Settlement{}, fmt.Errorf("redisstore: return %q: %w", rel.Scope, err)
 	}
@@ -226,13 +231,14 @@ func (s *Store) Renew(ctx context.Context, scope, process string, leases []strin
 }
 
 // Subscribe implements fleet.Notifier: fn hears of every pause shared
-// by any process, through Redis pub/sub, while the subscription lasts. A
-// message that cannot be read is ignored. Reconnection is go-redis's.
-func (s *Store) Subscribe(fn func(scope string, pause time.Duration, reason fleet.Reason)) (cancel func()) {
+// and every turn announced by any process, through Redis pub/sub, while
+// the subscription lasts. A message that cannot be read is ignored.
+// Reconnection is go-redis's.
+func (s *Store) Subscribe(fn func(fleet.Notice)) (cancel func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.subs == nil {
-		s.subs = map[uint64]func(string, time.Duration, fleet.Reason){}
+		s.subs = map[uint64]func(fleet.Notice){}
 	}
 	s.seq++
 	id := s.seq
@@ -270,36 +276,48 @@ const subscribeWait = time.Second
 func (s *Store) read(ps *redis.PubSub, done chan struct{}) {
 	defer close(done)
 	for m := range ps.Channel() {
-		scope, pause, reason, ok := parsePause(m.Payload)
+		n, ok := parseNotice(m.Payload)
 		if !ok {
 			continue
 		}
 		s.mu.Lock()
-		fns := make([]func(string, time.Duration, fleet.Reason), 0, len(s.subs))
+		fns := make([]func(fleet.Notice), 0, len(s.subs))
 		for _, fn := range s.subs {
 			fns = append(fns, fn)
 		}
 		s.mu.Unlock()
 		for _, fn := range fns {
-			fn(scope, pause, reason)
+			fn(n)
 		}
 	}
 }
 
-// parsePause reads "scope\npause-µs\nreason".
-func parsePause(p string) (string, time.Duration, fleet.Reason, bool) {
-	i := strings.LastIndexByte(p, '\n')
-	if i < 0 {
-		return "", 0, 0, false
+// parseNotice reads a pause, "p\npause-µs\nreason\nscope", or a turn,
+// "t\nprocess\nscope" (the scope last: it may hold newlines).
+func parseNotice(p string) (fleet.Notice, bool) {
+	kind, rest, ok := strings.Cut(p, "\n")
+	if !ok {
+		return fleet.Notice{}, false
 	}
-	j := strings.LastIndexByte(p[:i], '\n')
-	if j < 0 {
-		return "", 0, 0, false
+	switch kind {
+	case "t":
+		proc, scope, ok := strings.Cut(rest, "\n")
+		if !ok || proc == "" {
+			return fleet.Notice{}, false
+		}
+		return fleet.Notice{Scope: scope, Turn: proc}, true
+	case "p":
+		ds, rest, ok1 := strings.Cut(rest, "\n")
+		rs, scope, ok2 := strings.Cut(rest, "\n")
+		if !ok1 || !ok2 {
+			return fleet.Notice{}, false
+		}
+		d, err1 := strconv.ParseInt(ds, 10, 64)
+		r, err2 := strconv.ParseUint(rs, 10, 8)
+		if err1 != nil || err2 != nil || d <= 0 || d > int64(math.MaxInt64/time.Microsecond) {
+			return fleet.Notice{}, false
+		}
+		return fleet.Notice{Scope: scope, Pause: time.Duration(d) * time.Microsecond, Reason: fleet.Reason(r)}, true
 	}
-	d, err1 := strconv.ParseInt(p[j+1:i], 10, 64)
-	r, err2 := strconv.ParseUint(p[i+1:], 10, 8)
-	if err1 != nil || err2 != nil || d <= 0 || d > int64(math.MaxInt64/time.Microsecond) {
-		return "", 0, 0, false
-	}
-	return p[:j], time.Duration(d) * time.Microsecond, fleet.Reason(r), true
+	return fleet.Notice{}, false
 }

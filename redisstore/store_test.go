@@ -269,7 +269,7 @@ func TestSubscribeSurvivesRestart(t *testing.T) {
 	srv := startServer(t)
 	s := redisstore.New(srv.client(t), redisstore.Options{})
 	heard := make(chan string, 16)
-	cancel := s.Subscribe(func(scope string, _ time.Duration, _ fleet.Reason) { heard <- scope })
+	cancel := s.Subscribe(func(n fleet.Notice) { heard <- n.Scope })
 	defer cancel()
 	srv.stop()
 	time.Sleep(2 * time.Second) // long enough for the subscriber to fail to reconnect

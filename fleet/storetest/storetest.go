@@ -64,6 +64,8 @@ func Run(t *testing.T, h Harness) {
 		{"Live", live},
 		{"Concurrent", concurrent},
 		{"Notifier", notifier},
+		{"Fair", fair},
+		{"Turns", turns},
 		{"Accepted", accepted},
 		{"Scopes", scopes},
 	}
@@ -310,8 +312,10 @@ func notifier(e *env) {
 		reason fleet.Reason
 	}
 	ch := make(chan note, 8)
-	cancel := n.Subscribe(func(scope string, pause time.Duration, reason fleet.Reason) {
-		ch <- note{scope, pause, reason}
+	cancel := n.Subscribe(func(m fleet.Notice) {
+		if m.Turn == "" {
+			ch <- note{m.Scope, m.Pause, m.Reason}
+		}
 	})
 	defer cancel()
 	recv := func() (note, bool) {
@@ -366,4 +370,90 @@ func accepted(e *env) {
 	time.Sleep(1100*time.Millisecond + e.slack)
 	st = e.release(fleet.Return{Scope: "acc", Accepted: true})
 	assert.Equal(e.t, 1.0, st.Accepted, "those of more than a second ago are gone")
+}
+
+// The fleet's limit is shared max-min between the processes that want it:
+// one that holds more than its part is refused while another wants more,
+// even with a slot free; a process alone may use it all; a process that
+// wants little gets what it wants and the rest goes to the others; a want
+// not asked for again within fleet.WantFresh is no longer held for.
+func fair(e *env) {
+	a := func(proc string, want int) fleet.Lease {
+		e.t.Helper()
+		return e.acquire(fleet.LeaseRequest{Scope: "f", Process: proc, Rate: 1e6, Limit: 4, Want: want})
+	}
+	var p1 []string
+	for range 4 {
+		g := a("p1", 1)
+		require.NotEmpty(e.t, g.ID, "a process alone may use the whole limit")
+		p1 = append(p1, g.ID)
+	}
+	assert.Empty(e.t, a("p2", 3).ID, "the limit is in use")
+	e.release(fleet.Return{Scope: "f", Process: "p1", Lease: p1[0]})
+	assert.Empty(e.t, a("p1", 1).ID, "p1 holds more than its part (2 of 4) while p2 wants 3: the slot is p2's")
+	assert.NotEmpty(e.t, a("p2", 3).ID, "p2 gets the slot owed to it")
+	e.release(fleet.Return{Scope: "f", Process: "p1", Lease: p1[1]})
+	assert.NotEmpty(e.t, a("p2", 2).ID, "and the next, up to its part")
+	e.release(fleet.Return{Scope: "f", Process: "p1", Lease: p1[2]})
+	assert.NotEmpty(e.t, a("p1", 1).ID, "p1 under its part (1 of 2) gets the next")
+
+	// max-min: p4 wants one send at a time, p3 takes the rest
+	for range 3 {
+		require.NotEmpty(e.t, e.acquire(fleet.LeaseRequest{Scope: "m", Process: "p3", Rate: 1e6, Limit: 4, Want: 8}).ID)
+	}
+	assert.NotEmpty(e.t, e.acquire(fleet.LeaseRequest{Scope: "m", Process: "p4", Rate: 1e6, Limit: 4, Want: 1}).ID, "p4 gets the one it wants")
+
+	// a stale want holds nothing: p6 asked once, then stopped
+	for range 2 {
+		require.NotEmpty(e.t, e.acquire(fleet.LeaseRequest{Scope: "w", Process: "p5", Rate: 1e6, Limit: 2}).ID)
+	}
+	assert.Empty(e.t, e.acquire(fleet.LeaseRequest{Scope: "w", Process: "p6", Rate: 1e6, Limit: 2, Want: 2}).ID)
+	time.Sleep(fleet.WantFresh + e.slack + 10*time.Millisecond)
+	// p5's leases expired meanwhile (a lease lives ttl): it takes both again
+	for range 2 {
+		assert.NotEmpty(e.t, e.acquire(fleet.LeaseRequest{Scope: "w", Process: "p5", Rate: 1e6, Limit: 2, TTL: time.Minute}).ID, "p6's want went stale")
+	}
+}
+
+// A lease given back that another process is owed is announced as that
+// process's turn (a Notifier), so that it asks at once; one that nobody
+// else is owed is not. A caller may name its lease, and give it back by
+// that name.
+func turns(e *env) {
+	a := func(proc, id string, want int) fleet.Lease {
+		e.t.Helper()
+		return e.acquire(fleet.LeaseRequest{Scope: "t", Process: proc, ID: id, Rate: 1e6, Limit: 2, Want: want, TTL: time.Minute})
+	}
+	g1, g2 := a("p1", "p1/a", 1), a("p1", "p1/b", 1)
+	require.Equal(e.t, "p1/a", g1.ID, "the lease takes the name asked for")
+	require.Equal(e.t, "p1/b", g2.ID)
+	n, ok := e.s.(fleet.Notifier)
+	if !ok {
+		e.t.Skip("the store is not a Notifier")
+	}
+	ch := make(chan fleet.Notice, 8)
+	cancel := n.Subscribe(func(m fleet.Notice) {
+		if m.Turn != "" {
+			ch <- m
+		}
+	})
+	defer cancel()
+	recv := func(d time.Duration) (fleet.Notice, bool) {
+		select {
+		case m := <-ch:
+			return m, true
+		case <-time.After(d):
+			return fleet.Notice{}, false
+		}
+	}
+	e.release(fleet.Return{Scope: "t", Process: "p1", Lease: g1.ID})
+	_, heard := recv(200 * time.Millisecond)
+	assert.False(e.t, heard, "nobody else wants a lease: no turn")
+	require.NotEmpty(e.t, a("p1", "p1/c", 1).ID)
+	assert.Empty(e.t, a("p2", "p2/a", 2).ID, "the limit is in use")
+	e.release(fleet.Return{Scope: "t", Process: "p1", Lease: "p1/c"})
+	m, heard := recv(2 * time.Second)
+	require.True(e.t, heard, "p2 is owed the lease p1 gave back")
+	assert.Equal(e.t, fleet.Notice{Scope: "t", Turn: "p2"}, m)
+	assert.NotEmpty(e.t, a("p2", "p2/b", 2).ID, "and gets it")
 }

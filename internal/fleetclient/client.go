@@ -4,7 +4,15 @@
 // schedule, the fleet's law when newer: Before) and one after (the lease
 // back, the pause and the law decided here: After); leases renewed while
 // held; a conservative share when the store is down, said once, and the
-// fleet's view taken again by itself when it answers.
+// fleet's view taken again by itself when it answers, with every lease the
+// store may still hold for this process given back.
+//
+// While the fleet's concurrency is in use for this process (its part is
+// held elsewhere), one send of the process asks the store for the
+// process, and its others wait behind it in order: the store's shares
+// count them (LeaseRequest.Want), a turn it announces (a Notifier) wakes
+// the asking send at once, and each lease granted hands the turn to the
+// next waiting send.
 //
 // The client knows nothing of the law or the pacer: what it needs of a
 // scope it asks through Local, which the controller implements over the
@@ -20,6 +28,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,17 +44,14 @@ import (
 type Local interface {
 	// Ask is what a lease request carries, at now: the rate the fleet
 	// sends at and its concurrency limit as this process knows them, the
-	// version of the fleet's law state held (0: none) and, without one,
-	// this process's state to seed the store with; and until when another
-	// send of this process waits because the fleet was busy (0: none).
+	// version of the fleet's law state held (0: none) and the state to
+	// seed a store that has none with: the fleet's as last shared, or
+	// without one this process's own.
 	Ask(now time.Duration) Ask
 	// Granted takes what a lease brought: the fleet's law state (nil when
 	// the version held is current) at version, and the processes live on
 	// the scope. The scope keeps to the fleet's schedule again.
 	Granted(state []byte, version uint64, live int)
-	// Busy notes that the fleet's concurrency is in use: one send of this
-	// process asks again at until, the others wait for it.
-	Busy(until time.Duration)
 	// Random draws a number in [0, 1) from the scope's seeded source.
 	Random() float64
 	// Alone puts the scope on its own share of the fleet's rate (the
@@ -61,11 +68,10 @@ type Local interface {
 
 // Ask is what a lease request carries of a scope (Local.Ask).
 type Ask struct {
-	Rate      float64
-	Limit     int
-	Version   uint64
-	Seed      []byte
-	BusyUntil time.Duration
+	Rate    float64
+	Limit   int
+	Version uint64
+	Seed    []byte
 }
 
 // Send is what Before granted: the lease ("" when the store is down and
@@ -76,6 +82,7 @@ type Send struct {
 	Lease        string
 	Full         bool
 	PacedByFleet bool
+	Scheduled    bool // it waited for its slot of the fleet's schedule (or a pause)
 	At           time.Duration
 }
 
@@ -114,7 +121,7 @@ func (e *TooLongError) Error() string {
 
 // Config is what a Client needs of its controller.
 type Config struct {
-	// TTL is the life of a lease not renewed; 0 means a minute.
+	// TTL is the life of a lease not renewed; 0 means DefaultTTL.
 	TTL time.Duration
 	// MaxPause is the longest wait for a slot; past it Before fails with
 	// a *TooLongError.
@@ -134,19 +141,54 @@ type Client struct {
 	logger   *slog.Logger
 	now      func() time.Duration
 
+	seq atomic.Uint64 // numbers this process's leases
+
 	mu      sync.Mutex
-	down    atomic.Bool          // the last call failed (read without mu on every send; written with mu held)
-	retryAt time.Duration        // guarded by mu: while down, the store is not asked before then
-	backoff time.Duration        // guarded by mu: the wait before the next try while down
-	leases  map[string]heldLease // guarded by mu: the leases held
+	down    atomic.Bool           // the last call failed (read without mu on every send; written with mu held)
+	retryAt time.Duration         // guarded by mu: while down, the store is not asked before then
+	backoff time.Duration         // guarded by mu: the wait before the next try while down
+	leases  map[string]heldLease  // guarded by mu: the leases held
+	turns   map[string]*turnState // guarded by mu: per scope, while the fleet is busy for this process
+	// owed are leases the store may hold for this process that it does
+	// not use (a call that failed may have taken or kept one): given back
+	// once the store answers again. Guarded by mu.
+	owed     []owedLease
+	flushing bool           // guarded by mu: a goroutine gives the owed leases back
+	flushes  sync.WaitGroup // the goroutines giving owed leases back
 	// unsubscribe ends the Notifier's subscription, if the store is one
 	unsubscribe func()
 }
+
+// turnState is one scope's queue while the fleet's concurrency is in use
+// for this process: one send asks the store (asking), woken early when
+// the store says it is this process's turn; the others wait in order.
+type turnState struct {
+	asking  bool            // a send asks for the process now
+	woken   chan struct{}   // closed when a turn is announced while the asker waits
+	turn    bool            // a turn was announced while nobody waited for it
+	waiters []chan struct{} // the sends waiting behind the asker, oldest first
+}
+
+type owedLease struct {
+	scope, lease string
+	at           time.Duration // when it was taken or last known held
+}
+
+// maxOwed bounds the leases kept to give back: beyond, the oldest are
+// forgotten (they expire in the store by themselves).
+const maxOwed = 4096
 
 type heldLease struct {
 	scope string
 	renew *time.Timer
 }
+
+// DefaultTTL is the life of a lease not renewed: how long a slot stays
+// taken in the store after its holder died or the call that would have
+// given it back was lost. A lease held longer (a slow download) is renewed
+// every third of it, so a short life costs a renewal per second of such a
+// send and no more.
+const DefaultTTL = 3 * time.Second
 
 // storeTimeout bounds one call to the Store. A slow store delays a send by
 // at most this much; an error falls back to the local view, never to no
@@ -161,14 +203,14 @@ const storeTimeout = time.Second
 // own: the bound keeps that short.
 const (
 	storeRetryMin = time.Second
-	storeRetryMax = 4 * time.Second
+	storeRetryMax = 2 * time.Second
 )
 
 // New returns a client of store for one controller: its process's name
 // in the fleet is unique (host, pid and a random part).
 func New(store fleet.Store, cfg Config) *Client {
 	if cfg.TTL <= 0 {
-		cfg.TTL = time.Minute
+		cfg.TTL = DefaultTTL
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -184,17 +226,41 @@ func New(store fleet.Store, cfg Config) *Client {
 		logger:   cfg.Logger,
 		now:      cfg.Now,
 		leases:   map[string]heldLease{},
+		turns:    map[string]*turnState{},
 	}
 }
 
-// Subscribe has fn hear every pause the fleet shares, when the store is a
-// fleet.Notifier (it reports whether it is), until Close.
+// Subscribe has fn hear every pause the fleet shares, and the client every
+// turn announced for this process, when the store is a fleet.Notifier (it
+// reports whether it is), until Close.
 func (c *Client) Subscribe(fn func(scope string, pause time.Duration, reason fleet.Reason)) bool {
 	n, ok := c.store.(fleet.Notifier)
 	if ok {
-		c.unsubscribe = n.Subscribe(fn)
+		c.unsubscribe = n.Subscribe(func(m fleet.Notice) {
+			switch {
+			case m.Turn == c.process:
+				c.wake(m.Scope)
+			case m.Turn == "" && m.Pause > 0:
+				fn(m.Scope, m.Pause, m.Reason)
+			}
+		})
 	}
 	return ok
+}
+
+// wake tells scope's asking send that it is this process's turn.
+func (c *Client) wake(scope string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.turns[scope]
+	switch {
+	case st == nil:
+	case st.woken != nil:
+		close(st.woken)
+		st.woken = nil
+	default:
+		st.turn = true // the asker is between two asks: it asks again at once
+	}
 }
 
 // busyWait is how long to wait before asking again when the fleet's
@@ -224,22 +290,24 @@ func (c *Client) Before(ctx context.Context, scope string, l Local, busy int, pa
 		}
 		return Send{}, nil
 	}
-	ask := l.Ask(c.now())
-	if now := c.now(); ask.BusyUntil > now {
-		// another send of this process found the fleet busy and asks
-		// again then: wait for that (and a little more: it asks first)
-		// rather than ask too
-		wait := ask.BusyUntil - now + time.Duration(l.Random()*float64(sat.Interval(ask.Rate)))
-		if err := sleep(ctx, wait); err != nil {
-			return Send{}, err
-		}
-		return Send{}, ErrBusy
+	want, wait, asker := c.queue(scope)
+	if wait != nil {
+		// the fleet is busy for this process and another of its sends
+		// asks: wait behind it, then ask again (or a second, should a
+		// turn be lost)
+		return Send{}, c.waitBehind(ctx, scope, wait)
 	}
-	req := fleet.LeaseRequest{Scope: scope, Process: c.process, Rate: ask.Rate, Limit: ask.Limit, Version: ask.Version, Seed: ask.Seed, TTL: c.ttl}
+	ask := l.Ask(c.now())
+	id := c.process + "/" + strconv.FormatUint(c.seq.Add(1), 10)
+	req := fleet.LeaseRequest{Scope: scope, Process: c.process, ID: id, Rate: ask.Rate, Limit: ask.Limit, Want: want,
+		Version: ask.Version, Seed: ask.Seed, TTL: c.ttl}
 	cctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	lease, err := c.store.Lease(cctx, req)
 	cancel()
 	if err != nil {
+		// the store may have taken the lease before the call failed
+		c.owe(scope, id)
+		c.asked(scope, false, asker)
 		if ctx.Err() != nil {
 			return Send{}, ctx.Err()
 		}
@@ -249,17 +317,13 @@ func (c *Client) Before(ctx context.Context, scope string, l Local, busy int, pa
 	}
 	c.ok(scope)
 	l.Granted(lease.State, lease.Version, max(lease.Live, 1))
-	now := c.now()
 	if lease.ID == "" {
-		// the fleet's concurrency is in use: this send asks again later,
-		// the process's others wait for it
-		wait := busyWait(lease.Delay, ask.Rate, busy, l.Random())
-		l.Busy(now + wait)
-		if err := sleep(ctx, wait); err != nil {
-			return Send{}, err
-		}
-		return Send{}, ErrBusy
+		// the fleet's concurrency is in use for this process: this send
+		// asks again later, or when told it is the process's turn; the
+		// process's others wait behind it
+		return Send{}, c.refused(ctx, scope, asker, busyWait(lease.Delay, ask.Rate, busy, l.Random()))
 	}
+	c.asked(scope, true, asker)
 	if lease.Delay > c.maxPause {
 		c.GiveBack(scope, l, lease.ID)
 		return Send{}, &TooLongError{Wait: lease.Delay, Paused: lease.Paused > 0, Reason: lease.Reason}
@@ -271,7 +335,7 @@ func (c *Client) Before(ctx context.Context, scope string, l Local, busy int, pa
 	}
 	// a pause shared while this send waited for its slot voids the slot
 	// (the Notifier told this scope's gate): wait for the pause instead
-	now = c.now()
+	now := c.now()
 	byFleet := lease.Delay > 0 && lease.Paused == 0 && !paced // the fleet's schedule held it back
 	if l.Waited(now, byFleet) || (lease.Delay > 0 && c.down.Load()) {
 		// (a slot of a schedule whose store failed since is void too:
@@ -280,7 +344,138 @@ func (c *Client) Before(ctx context.Context, scope string, l Local, busy int, pa
 		c.GiveBack(scope, l, lease.ID)
 		return Send{}, ErrAgain
 	}
-	return Send{Lease: lease.ID, Full: lease.Full, PacedByFleet: byFleet, At: now}, nil
+	return Send{Lease: lease.ID, Full: lease.Full, PacedByFleet: byFleet, Scheduled: lease.Delay > 0, At: now}, nil
+}
+
+// queue returns how many sends of this process want a lease on scope (this
+// one included) and, when another send asks for the process while the
+// fleet is busy for it, the channel to wait on behind it (nil: this send
+// asks; asker: for the process, the fleet being busy for it).
+func (c *Client) queue(scope string) (want int, wait chan struct{}, asker bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.turns[scope]
+	if st == nil {
+		return 1, nil, false
+	}
+	if st.asking {
+		wait = make(chan struct{})
+		st.waiters = append(st.waiters, wait)
+		return 0, wait, false
+	}
+	st.asking = true
+	return 1 + len(st.waiters), nil, true
+}
+
+// waitBehind waits on wait, scope's queue behind its asking send, until
+// the turn is handed on, for a second at most (a turn lost is asked for
+// again) or until ctx ends. It returns ErrBusy (ask again) or ctx's error.
+func (c *Client) waitBehind(ctx context.Context, scope string, wait chan struct{}) error {
+	t := time.NewTimer(fleet.WantFresh) // the store counts this send as wanting for as long
+	defer t.Stop()
+	var err error
+	select {
+	case <-wait:
+		return ErrBusy
+	case <-t.C:
+		err = ErrBusy
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.turns[scope]; st != nil {
+		if i := slices.Index(st.waiters, wait); i >= 0 {
+			st.waiters = slices.Delete(st.waiters, i, i+1)
+		}
+	}
+	return err
+}
+
+// refused waits out a refusal of the fleet, for wait at most or until it
+// announces this process's turn, as scope's asking send; its others queue
+// meanwhile (a send refused while another is the asker queues behind it).
+// It returns ErrBusy (ask again) or ctx's error.
+func (c *Client) refused(ctx context.Context, scope string, asker bool, wait time.Duration) error {
+	c.mu.Lock()
+	st := c.turns[scope]
+	if st == nil {
+		st = &turnState{}
+		c.turns[scope] = st
+	}
+	if st.asking && !asker {
+		ch := make(chan struct{})
+		st.waiters = append(st.waiters, ch)
+		c.mu.Unlock()
+		return c.waitBehind(ctx, scope, ch)
+	}
+	st.asking = true
+	woken := make(chan struct{})
+	if st.turn {
+		st.turn = false
+		close(woken) // announced while this send was on its way back
+	} else {
+		st.woken = woken
+	}
+	c.mu.Unlock()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	var err error
+	select {
+	case <-woken:
+	case <-t.C:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st.woken == woken {
+		st.woken = nil
+	}
+	st.asking = false
+	if err != nil {
+		c.handOn(scope, st) // the next send asks instead
+		return err
+	}
+	if len(st.waiters) == 0 && c.turns[scope] == st {
+		delete(c.turns, scope) // nothing queued: this send asks again as any would
+	}
+	return ErrBusy
+}
+
+// asked ends an ask for scope that was not refused: granted, the turn goes
+// to the next send waiting, and with none the fleet is no longer busy for
+// the process; failed, the next send asks. Only the asker's ask moves the
+// turn.
+func (c *Client) asked(scope string, granted, asker bool) {
+	if !asker {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.turns[scope]
+	if st == nil {
+		return
+	}
+	st.asking = false
+	if granted && len(st.waiters) == 0 {
+		delete(c.turns, scope)
+		return
+	}
+	c.handOn(scope, st)
+}
+
+// handOn wakes the oldest send waiting on scope, to ask next. Called with
+// c.mu held.
+func (c *Client) handOn(scope string, st *turnState) {
+	if len(st.waiters) == 0 {
+		if !st.asking && st.woken == nil {
+			delete(c.turns, scope)
+		}
+		return
+	}
+	close(st.waiters[0])
+	st.waiters = slices.Delete(st.waiters, 0, 1)
 }
 
 // After publishes what a send of scope decided (nothing when there is
@@ -301,18 +496,70 @@ func (c *Client) put(scope string, l Local, r fleet.Return) {
 	r.Process = c.process
 	c.drop(r.Lease)
 	if c.skip() {
-		return // the store is down: the lease expires there by itself
+		// the store is down: the lease goes back when it answers again
+		// (or expires there first)
+		c.owe(scope, r.Lease)
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	st, err := c.store.Return(ctx, r)
 	cancel()
 	if err != nil {
+		c.owe(scope, r.Lease)
 		c.failed(scope, err)
 		l.Alone()
 		return
 	}
 	c.ok(scope)
+	if r.Lease != "" {
+		c.wake(scope) // a lease of this process's back: its asker may take it
+	}
 	l.Settled(st)
+}
+
+// owe notes a lease the store may hold for this process that it does not
+// use, to give back once the store answers again.
+func (c *Client) owe(scope, lease string) {
+	if lease == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.owed) >= maxOwed {
+		c.owed = slices.Delete(c.owed, 0, len(c.owed)-maxOwed+1)
+	}
+	c.owed = append(c.owed, owedLease{scope: scope, lease: lease, at: c.now()})
+}
+
+// flush gives back the leases owed, those that have not expired in the
+// store meanwhile, one call each; a call that fails keeps the rest for
+// the next time the store answers.
+func (c *Client) flush() {
+	defer c.flushes.Done()
+	for {
+		c.mu.Lock()
+		now := c.now()
+		for len(c.owed) > 0 && now-c.owed[0].at > c.ttl {
+			c.owed = c.owed[1:] // expired there by now
+		}
+		if len(c.owed) == 0 || c.down.Load() {
+			c.flushing = false
+			c.mu.Unlock()
+			return
+		}
+		o := c.owed[0]
+		c.owed = c.owed[1:]
+		c.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		_, err := c.store.Return(ctx, fleet.Return{Scope: o.scope, Process: c.process, Lease: o.lease})
+		cancel()
+		if err != nil {
+			c.mu.Lock()
+			c.owed = append([]owedLease{o}, c.owed...)
+			c.mu.Unlock()
+			c.failed(o.scope, err)
+		}
+	}
 }
 
 // Down reports whether the last call to the store failed.
@@ -348,13 +595,19 @@ func (c *Client) failed(scope string, err error) {
 	}
 }
 
-// ok marks the store up after a call on scope succeeded.
+// ok marks the store up after a call on scope succeeded, and gives back
+// the leases owed since it failed.
 func (c *Client) ok(scope string) {
 	if !c.down.Load() {
 		return // the usual case: no lock on the send's path
 	}
 	c.mu.Lock()
 	was := c.down.Swap(false)
+	if was && len(c.owed) > 0 && !c.flushing {
+		c.flushing = true
+		c.flushes.Add(1)
+		go c.flush()
+	}
 	c.mu.Unlock()
 	if was {
 		c.logger.Info("polite: shared store back; the fleet's schedule and law are shared again", "scope", scope)
@@ -416,6 +669,17 @@ func (c *Client) Close() {
 		if ctx.Err() == nil {
 			_, _ = c.store.Return(ctx, fleet.Return{Scope: h.scope, Process: c.process, Lease: l})
 		}
+	}
+	c.flushes.Wait()
+	c.mu.Lock()
+	owed := c.owed
+	c.owed = nil
+	c.mu.Unlock()
+	for _, o := range owed {
+		if ctx.Err() != nil || c.now()-o.at > c.ttl {
+			continue
+		}
+		_, _ = c.store.Return(ctx, fleet.Return{Scope: o.scope, Process: c.process, Lease: o.lease})
 	}
 	if c.unsubscribe != nil {
 		c.unsubscribe()

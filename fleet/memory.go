@@ -1,0 +1,343 @@
+package fleet
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/colly-polite/polite/internal/sat"
+)
+
+// MemoryStore is a Store for collectors in one process (several Controllers
+// crawling the same sites). Its zero value is ready to use; it is safe for
+// concurrent use. Scopes unused for ten minutes are dropped as new ones
+// arrive.
+type MemoryStore struct {
+	mu        sync.Mutex
+	m         map[string]*memoryScope // guarded by mu
+	lastSweep time.Time               // guarded by mu
+	seq       uint64                  // guarded by mu: lease names
+	subs      map[uint64]func(Notice) // guarded by mu
+	// now reads the store's clock; nil means time.Now
+	now func() time.Time
+}
+
+type memoryScope struct {
+	tat        time.Time // the schedule's next slot
+	pauseUntil time.Time
+	reason     Reason
+	state      []byte
+	version    uint64
+	leases     map[string]memoryLease
+	procs      map[string]memoryProc
+	// limit is the highest concurrency limit asked within WantFresh, and
+	// limitAt when it was asked
+	limit   int
+	limitAt time.Time
+	used    time.Time
+	acc     acceptedRing
+}
+
+type memoryLease struct {
+	proc string
+	exp  time.Time
+}
+
+// memoryProc is a process seen on a scope: live until exp, and its
+// demand beyond what it holds (want) as stated at seen.
+type memoryProc struct {
+	exp  time.Time
+	seen time.Time
+	want int
+}
+
+// acceptedRing counts accepted answers per eighth of a second, the last
+// second of them.
+type acceptedRing struct {
+	n    [8]uint32
+	tick int64 // of the newest slot
+}
+
+const acceptedSlot = time.Second / 8
+
+// add counts n answers at tick t and returns the count over the last
+// second.
+func (a *acceptedRing) add(t int64, n uint32) uint32 {
+	if t > a.tick {
+		for i := a.tick + 1; i <= min(t, a.tick+8); i++ {
+			a.n[i%8] = 0
+		}
+		a.tick = t
+	}
+	if t > a.tick-8 {
+		a.n[t%8] += n
+	}
+	var sum uint32
+	for _, v := range a.n {
+		sum += v
+	}
+	return sum
+}
+
+const memoryStoreIdle = 10 * time.Minute
+
+func (m *MemoryStore) clock() time.Time {
+	if m.now != nil {
+		return m.now()
+	}
+	return time.Now()
+}
+
+func (m *MemoryStore) scopeLocked(name string, now time.Time) *memoryScope {
+	if m.m == nil {
+		m.m = make(map[string]*memoryScope)
+	}
+	if now.Sub(m.lastSweep) > time.Minute {
+		m.lastSweep = now
+		for k, s := range m.m {
+			if now.Sub(s.used) > memoryStoreIdle && !now.Before(s.pauseUntil) {
+				delete(m.m, k)
+			}
+		}
+	}
+	s := m.m[name]
+	if s == nil {
+		s = &memoryScope{leases: map[string]memoryLease{}, procs: map[string]memoryProc{}}
+		m.m[name] = s
+	}
+	s.used = now
+	for k, l := range s.leases {
+		if !now.Before(l.exp) {
+			delete(s.leases, k)
+		}
+	}
+	for k, p := range s.procs {
+		if !now.Before(p.exp) {
+			delete(s.procs, k)
+		}
+	}
+	return s
+}
+
+// shares returns, for the processes with a demand on s, the part of limit
+// each is owed (fairShares) and the leases each holds.
+func (s *memoryScope) shares(now time.Time, limit int) (owed map[string]float64, held map[string]int) {
+	held = map[string]int{}
+	for _, l := range s.leases {
+		held[l.proc]++
+	}
+	names := make([]string, 0, len(held)+len(s.procs))
+	var demand []float64
+	for name, n := range held {
+		d := n
+		if p, ok := s.procs[name]; ok && now.Sub(p.seen) < WantFresh {
+			d += p.want
+		}
+		names, demand = append(names, name), append(demand, float64(d))
+	}
+	for name, p := range s.procs {
+		if _, ok := held[name]; !ok && p.want > 0 && now.Sub(p.seen) < WantFresh {
+			names, demand = append(names, name), append(demand, float64(p.want))
+		}
+	}
+	parts := fairShares(float64(limit), demand)
+	owed = make(map[string]float64, len(names))
+	for i, name := range names {
+		owed[name] = parts[i]
+	}
+	return owed, held
+}
+
+// Lease implements Store.
+func (m *MemoryStore) Lease(_ context.Context, a LeaseRequest) (Lease, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock()
+	s := m.scopeLocked(a.Scope, now)
+	proc := s.procs[a.Process]
+	proc.exp, proc.seen, proc.want = now.Add(3*a.TTL), now, max(a.Want, 1)
+	s.procs[a.Process] = proc
+	var g Lease
+	g.Live = len(s.procs)
+	if s.state == nil && a.Seed != nil {
+		// a store empty of this scope (new, or restarted) takes the
+		// client's view, as version 1: a client that held none has its
+		// own; one that held another version gets it back as the fleet's
+		s.state, s.version = append([]byte(nil), a.Seed...), 1
+		if a.Version == 0 {
+			a.Version = 1
+		}
+	}
+	if s.version != a.Version {
+		g.State, g.Version = append([]byte(nil), s.state...), s.version
+	} else {
+		g.Version = s.version
+	}
+	if now.Before(s.pauseUntil) {
+		g.Paused, g.Reason = s.pauseUntil.Sub(now), s.reason
+	}
+	limit := a.Limit
+	if limit > 0 {
+		if limit >= s.limit || now.Sub(s.limitAt) >= WantFresh {
+			s.limit, s.limitAt = limit, now
+		}
+		limit = s.limit
+		owed, held := s.shares(now, limit)
+		if len(s.leases) >= limit || float64(held[a.Process]) >= owed[a.Process] {
+			// the fleet's limit is in use, or this process holds its part:
+			// ask again after a short while (or when told it is its turn)
+			g.Delay = max(g.Paused, 10*time.Millisecond)
+			return g, nil
+		}
+	}
+	g.ID = a.ID
+	if g.ID == "" {
+		m.seq++
+		g.ID = a.Process + "/" + strconv.FormatUint(m.seq, 10)
+	}
+	s.leases[g.ID] = memoryLease{proc: a.Process, exp: now.Add(a.TTL)}
+	proc.want--
+	s.procs[a.Process] = proc
+	g.Full = limit > 0 && len(s.leases) >= limit
+	slot := now
+	if s.tat.After(slot) {
+		slot = s.tat
+	}
+	if s.pauseUntil.After(slot) {
+		slot = s.pauseUntil
+	}
+	s.tat = slot.Add(sat.Interval(a.Rate))
+	g.Delay = slot.Sub(now)
+	return g, nil
+}
+
+// Return implements Store.
+func (m *MemoryStore) Return(_ context.Context, r Return) (Settlement, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock()
+	s := m.scopeLocked(r.Scope, now)
+	if _, ok := s.leases[r.Lease]; ok {
+		delete(s.leases, r.Lease)
+		if turn := s.turn(now, r.Process); turn != "" {
+			m.notifyLocked(Notice{Scope: r.Scope, Turn: turn})
+		}
+	}
+	if r.Pause > 0 {
+		if until := now.Add(r.Pause); until.After(s.pauseUntil) {
+			s.pauseUntil, s.reason = until, r.Reason
+			m.notifyLocked(Notice{Scope: r.Scope, Pause: r.Pause, Reason: r.Reason})
+		}
+	}
+	var st Settlement
+	if r.State != nil {
+		if s.version == r.Version {
+			s.state, s.version = append([]byte(nil), r.State...), r.Version+1
+			st.Committed = true
+		}
+	}
+	st.Version = s.version
+	if !st.Committed {
+		st.State = append([]byte(nil), s.state...)
+	}
+	if now.Before(s.pauseUntil) {
+		st.Paused, st.Reason = s.pauseUntil.Sub(now), s.reason
+	}
+	var n uint32
+	if r.Accepted {
+		n = 1
+	}
+	st.Accepted = float64(s.acc.add(now.UnixNano()/int64(acceptedSlot), n))
+	return st, nil
+}
+
+// turn is the process other than from owed most of a lease just freed on
+// s: the one furthest under its part that still wants one ("" for none).
+func (s *memoryScope) turn(now time.Time, from string) string {
+	if s.limit <= 0 || len(s.leases) >= s.limit {
+		return ""
+	}
+	owed, held := s.shares(now, s.limit)
+	best, most := "", 0.0
+	for name, part := range owed {
+		p, ok := s.procs[name]
+		if name == from || !ok || p.want <= 0 || now.Sub(p.seen) >= WantFresh {
+			continue
+		}
+		if d := part - float64(held[name]); d > most || (d == most && d > 0 && name < best) {
+			best, most = name, d
+		}
+	}
+	return best
+}
+
+func (m *MemoryStore) notifyLocked(n Notice) {
+	for _, fn := range m.subs {
+		fn(n)
+	}
+}
+
+// Subscribe implements Notifier.
+func (m *MemoryStore) Subscribe(fn func(Notice)) (cancel func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.subs == nil {
+		m.subs = map[uint64]func(Notice){}
+	}
+	m.seq++
+	id := m.seq
+	m.subs[id] = fn
+	return func() {
+		m.mu.Lock()
+		delete(m.subs, id)
+		m.mu.Unlock()
+	}
+}
+
+// Renew implements Store.
+func (m *MemoryStore) Renew(_ context.Context, scope, process string, leases []string, ttl time.Duration) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock()
+	s := m.scopeLocked(scope, now)
+	for _, id := range leases {
+		// a lease that expired is gone, swept or not
+		if l, ok := s.leases[id]; ok {
+			l.exp = now.Add(ttl)
+			s.leases[id] = l
+		}
+	}
+	p := s.procs[process]
+	p.exp = now.Add(3 * ttl)
+	s.procs[process] = p
+	return nil
+}
+
+// fairShares divides limit between demands, max-min: no demand gets more
+// than it asks, and what the smaller ones leave is shared equally among
+// the larger. The parts are fractions; they sum to limit, or to the sum of
+// the demands when that is less.
+func fairShares(limit float64, demand []float64) []float64 {
+	out := make([]float64, len(demand))
+	order := make([]int, len(demand))
+	for i := range order {
+		order[i] = i
+	}
+	// smallest demand first (insertion sort: a fleet is a few processes)
+	for i := 1; i < len(order); i++ {
+		for j := i; j > 0 && demand[order[j]] < demand[order[j-1]]; j-- {
+			order[j], order[j-1] = order[j-1], order[j]
+		}
+	}
+	left := max(limit, 0)
+	for k, i := range order {
+		part := left / float64(len(order)-k)
+		if d := max(demand[i], 0); d < part {
+			part = d
+		}
+		out[i] = part
+		left -= part
+	}
+	return out
+}
