@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -65,12 +66,41 @@ func New(client redis.UniversalClient, o Options) *Store {
 	return &Store{c: client, prefix: o.Prefix, keyTTL: o.KeyTTL}
 }
 
-// keys are the scope's keys, hash-tagged on the scope (encoded: a scope
-// may hold braces, which would cut the tag short).
+// keys are the scope's keys, all under one hash tag so that a script's
+// keys share a Cluster slot.
 func (s *Store) keys(scope string) []string {
-	tag := base64.RawURLEncoding.EncodeToString([]byte(scope))
-	base := s.prefix + ":{s" + tag + "}:" // never an empty tag, which Cluster ignores
+	base := s.prefix + ":{" + tag(scope) + "}:"
 	return []string{base + "sched", base + "law", base + "leases", base + "procs"}
+}
+
+// readable is how many of a scope's first bytes its tag shows.
+const readable = 16
+
+// tag names a scope in its keys in at most 39 bytes whatever its length
+// (a key is written before the request it is for fails, and a host name
+// may be any size): the scope's first bytes made readable for redis-cli
+// --scan (a-z, 0-9, '.' and '-'; any other byte is '-'), a colon, and 128
+// bits of its SHA-256 in base64url. It is never empty, which Cluster
+// would ignore, and holds no brace, which would cut it short. Two scopes
+// share keys only if their hashes collide: among a billion scopes the
+// chance is under 10^-20 (n²/2^129), and a pair made on purpose costs
+// some 2^64 hashes.
+func tag(scope string) string {
+	sum := sha256.Sum256([]byte(scope))
+	b := make([]byte, 0, readable+1+base64.RawURLEncoding.EncodedLen(16))
+	for i := 0; i < len(scope) && i < readable; i++ {
+		c := scope[i]
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '.', c == '-':
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		default:
+			c = '-'
+		}
+		b = append(b, c)
+	}
+	b = append(b, ':')
+	return string(base64.RawURLEncoding.AppendEncode(b, sum[:16]))
 }
 
 func (s *Store) channel() string { return s.prefix + ":pauses" }
