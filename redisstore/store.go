@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
 	"strings"
@@ -32,6 +33,10 @@ type Options struct {
 	// KeyTTL is how long a scope's keys live after their last use, so that
 	// idle scopes vanish. 0 means 1 hour.
 	KeyTTL time.Duration
+	// Logger is where New says which of the client's options would slow
+	// each call to a down or slow Redis (one line at Warn, none for a
+	// client set as the package recommends). nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // Store is an fleet.Store in Redis: several processes crawling the same
@@ -55,8 +60,15 @@ type Store struct {
 }
 
 // New returns a Store on client (any go-redis client: a single node, a
-// Cluster, a Ring; authentication and TLS are the client's options).
+// Cluster, a Ring; authentication and TLS are the client's options). For a
+// *redis.Client, *redis.ClusterClient or *redis.Ring it reads the options
+// that decide how long a call to a down or slow Redis takes, and names in
+// one line on o.Logger those to change (see the package doc).
 func New(client redis.UniversalClient, o Options) *Store {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	checkClient(client, o.Logger)
 	if o.Prefix == "" {
 		o.Prefix = "colly-polite"
 	}
