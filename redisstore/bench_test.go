@@ -2,10 +2,14 @@ package redisstore_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/colly-polite/polite/fleet"
 	"github.com/colly-polite/polite/redisstore"
@@ -54,3 +58,48 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		})
 	})
 }
+
+// What a call costs while Redis is down (a loopback port nothing listens
+// on), under the controller's one-second deadline, for the client options
+// redisstore's doc recommends and for go-redis's defaults; dial-lines/op
+// counts the lines go-redis logs itself. go-redis fails calls at once
+// after 10 × GOMAXPROCS failed dials (until a probe connects), so the
+// figures are those of the first calls of an outage: keep -benchtime below.
+//
+//	go test ./redisstore -run '^$' -bench StoreDown -benchtime 5x
+func BenchmarkStoreDown(b *testing.B) {
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(b))
+	for _, bc := range []struct {
+		name string
+		o    redis.Options
+	}{
+		{"defaults", redis.Options{}},
+		{"MaxRetries=-1", redis.Options{MaxRetries: -1}},
+		{"MaxRetries=-1,DialerRetries=1", redis.Options{MaxRetries: -1, DialerRetries: 1}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			o := bc.o
+			o.Addr = addr
+			rdb := redis.NewClient(&o)
+			defer rdb.Close()
+			s := redisstore.New(rdb, redisstore.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			var lines counting
+			redis.SetLogger(&lines)
+			defer redis.SetLogger(quiet{})
+			for b.Loop() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_, err := s.Lease(ctx, fleet.LeaseRequest{Scope: "a.test", Process: "p", Rate: 1, Limit: 1, TTL: time.Minute})
+				cancel()
+				if err == nil {
+					b.Fatal("a lease from a Redis that is down")
+				}
+			}
+			b.ReportMetric(float64(lines.n.Load())/float64(b.N), "dial-lines/op")
+		})
+	}
+}
+
+// counting counts go-redis's own log lines.
+type counting struct{ n atomic.Int64 }
+
+func (c *counting) Printf(context.Context, string, ...any) { c.n.Add(1) }

@@ -6,8 +6,8 @@
 //	rdb := redis.NewClient(&redis.Options{
 //		Addr:                  "localhost:6379",
 //		ContextTimeoutEnabled: true, // a slow Redis delays a send by at most a second
-//		DialTimeout:           time.Second,
-//		MaxRetries:            -1, // the controller falls back, and tries again, by itself
+//		MaxRetries:            -1,   // the controller falls back, and tries again, by itself
+//		DialerRetries:         1,    // one dial per connection: a Redis down fails a call at once
 //	})
 //	ctrl := adaptive.Attach(c, polite.Config{Store: redisstore.New(rdb, redisstore.Options{})})
 //	defer ctrl.Close() // gives the fleet's leases back
@@ -18,9 +18,14 @@
 // concurrency limit stays the process's own), says so once in its log, and
 // comes back by itself.
 //
-// Set ContextTimeoutEnabled on the client: without it go-redis ignores the
-// deadline the controller puts on each call, and a Redis that hangs holds
-// a send for the client's ReadTimeout (3 s by default) rather than one
-// second. MaxRetries -1 spares the retries go-redis would make within
-// that second (the controller's fallback is the retry).
+// The controller bounds each call to the store to a second and falls back
+// by itself, so the client should neither wait past that second nor retry
+// within it. ContextTimeoutEnabled has go-redis end a call's reads and
+// writes at the call's deadline: without it a Redis that hangs holds a send
+// for the client's ReadTimeout (5 s by default). MaxRetries -1 turns off
+// go-redis's retries, which include a failed dial (0 means 3). DialerRetries
+// 1 is one dial per connection: go-redis counts the first, and 0 means 5,
+// 100 ms apart. New names, in one line at Warn, any of these a client
+// lacks. go-redis still logs each failed dial itself: redis.SetLogger,
+// which is process-wide, is the application's to set.
 package redisstore

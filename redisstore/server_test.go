@@ -110,11 +110,12 @@ func (s *server) client(t testing.TB) *redis.Client {
 	return newClient(t, s.addr())
 }
 
-// newClient is a client set as the package recommends: every call bounded
-// by its context, and short dial and I/O timeouts.
+// newClient is a client set as the package recommends (every call bounded
+// by its context, no retries, one dial per connection), with short dial and
+// I/O timeouts.
 func newClient(t testing.TB, addr string) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, DialTimeout: 500 * time.Millisecond,
-		ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, MaxRetries: -1,
+		ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, MaxRetries: -1, DialerRetries: 1,
 		Protocol: 2, DisableIdentity: true})
 	t.Cleanup(func() { _ = c.Close() })
 	return c

@@ -2,9 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
 	"strings"
@@ -31,6 +33,10 @@ type Options struct {
 	// KeyTTL is how long a scope's keys live after their last use, so that
 	// idle scopes vanish. 0 means 1 hour.
 	KeyTTL time.Duration
+	// Logger is where New says which of the client's options would slow
+	// each call to a down or slow Redis (one line at Warn, none for a
+	// client set as the package recommends). nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // Store is an fleet.Store in Redis: several processes crawling the same
@@ -54,8 +60,15 @@ type Store struct {
 }
 
 // New returns a Store on client (any go-redis client: a single node, a
-// Cluster, a Ring; authentication and TLS are the client's options).
+// Cluster, a Ring; authentication and TLS are the client's options). For a
+// *redis.Client, *redis.ClusterClient or *redis.Ring it reads the options
+// that decide how long a call to a down or slow Redis takes, and names in
+// one line on o.Logger those to change (see the package doc).
 func New(client redis.UniversalClient, o Options) *Store {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	checkClient(client, o.Logger)
 	if o.Prefix == "" {
 		o.Prefix = "colly-polite"
 	}
@@ -65,12 +78,41 @@ func New(client redis.UniversalClient, o Options) *Store {
 	return &Store{c: client, prefix: o.Prefix, keyTTL: o.KeyTTL}
 }
 
-// keys are the scope's keys, hash-tagged on the scope (encoded: a scope
-// may hold braces, which would cut the tag short).
+// keys are the scope's keys, all under one hash tag so that a script's
+// keys share a Cluster slot.
 func (s *Store) keys(scope string) []string {
-	tag := base64.RawURLEncoding.EncodeToString([]byte(scope))
-	base := s.prefix + ":{s" + tag + "}:" // never an empty tag, which Cluster ignores
+	base := s.prefix + ":{" + tag(scope) + "}:"
 	return []string{base + "sched", base + "law", base + "leases", base + "procs"}
+}
+
+// readable is how many of a scope's first bytes its tag shows.
+const readable = 16
+
+// tag names a scope in its keys in at most 39 bytes whatever its length
+// (a key is written before the request it is for fails, and a host name
+// may be any size): the scope's first bytes made readable for redis-cli
+// --scan (a-z, 0-9, '.' and '-'; any other byte is '-'), a colon, and 128
+// bits of its SHA-256 in base64url. It is never empty, which Cluster
+// would ignore, and holds no brace, which would cut it short. Two scopes
+// share keys only if their hashes collide: among a billion scopes the
+// chance is under 10^-20 (n²/2^129), and a pair made on purpose costs
+// some 2^64 hashes.
+func tag(scope string) string {
+	sum := sha256.Sum256([]byte(scope))
+	b := make([]byte, 0, readable+1+base64.RawURLEncoding.EncodedLen(16))
+	for i := 0; i < len(scope) && i < readable; i++ {
+		c := scope[i]
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '.', c == '-':
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		default:
+			c = '-'
+		}
+		b = append(b, c)
+	}
+	b = append(b, ':')
+	return string(base64.RawURLEncoding.AppendEncode(b, sum[:16]))
 }
 
 func (s *Store) channel() string { return s.prefix + ":pauses" }

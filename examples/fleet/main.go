@@ -281,14 +281,15 @@ func child(args []string) error {
 
 	// The fleet's store: every process points at the same Redis (and
 	// prefix). ContextTimeoutEnabled bounds each call by the controller's
-	// deadline, so a Redis that hangs delays a send by a second at most.
+	// deadline, so a Redis that hangs delays a send by a second at most;
+	// no retries and one dial, so a Redis down fails a call at once.
 	opt, err := redis.ParseURL(*url)
 	if err != nil {
 		return err
 	}
 	opt.ContextTimeoutEnabled = true
-	opt.DialTimeout = time.Second
-	opt.MaxRetries = -1 // the controller falls back and retries by itself
+	opt.MaxRetries = -1   // the controller falls back and retries by itself
+	opt.DialerRetries = 1 // one dial (0 means 5, 100 ms apart)
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	store := redisstore.New(rdb, redisstore.Options{Prefix: *prefix})
