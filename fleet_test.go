@@ -259,6 +259,10 @@ func TestFleetShares(t *testing.T) {
 			})
 		}
 		wg.Wait()
+		for i, ctrl := range ctrls {
+			s, _ := ctrl.Snapshot("a.test")
+			t.Logf("process %d: %+v", i, s)
+		}
 		for w := 1; w < 6; w++ { // the first 10 s are slow start
 			var sum int64
 			for i := range 4 {

@@ -184,7 +184,7 @@ func (m *MemoryStore) Lease(_ context.Context, a LeaseRequest) (Lease, error) {
 		}
 		limit = s.limit
 		owed, held := s.shares(now, limit)
-		if len(s.leases) >= limit || float64(held[a.Process]) >= owed[a.Process] {
+		if len(s.leases) >= limit || !s.first(now, a.Process, limit-len(s.leases), owed, held) {
 			// the fleet's limit is in use, or this process holds its part:
 			// ask again after a short while (or when told it is its turn)
 			g.Delay = max(g.Paused, 10*time.Millisecond)
@@ -252,6 +252,27 @@ func (m *MemoryStore) Return(_ context.Context, r Return) (Settlement, error) {
 	return st, nil
 }
 
+// first reports whether proc may take one of free leases: it holds less
+// than its part, and fewer processes that want one are owed more (each of
+// those is kept a lease: it was told of its turn and is on its way).
+func (s *memoryScope) first(now time.Time, proc string, free int, owed map[string]float64, held map[string]int) bool {
+	mine := owed[proc] - float64(held[proc])
+	if mine <= 0 {
+		return false
+	}
+	ahead := 0
+	for name, part := range owed {
+		if p, ok := s.procs[name]; ok && name != proc && p.want > 0 && now.Sub(p.seen) < WantFresh && part-float64(held[name]) > mine+shareEpsilon {
+			ahead++
+		}
+	}
+	return free > ahead
+}
+
+// shareEpsilon is below any difference between two parts that matters (a
+// part is a fraction of a limit, summed in floating point).
+const shareEpsilon = 1e-9
+
 // turn is the process other than from owed most of a lease just freed on
 // s: the one furthest under its part that still wants one ("" for none).
 func (s *memoryScope) turn(now time.Time, from string) string {
@@ -265,7 +286,7 @@ func (s *memoryScope) turn(now time.Time, from string) string {
 		if name == from || !ok || p.want <= 0 || now.Sub(p.seen) >= WantFresh {
 			continue
 		}
-		if d := part - float64(held[name]); d > most || (d == most && d > 0 && name < best) {
+		if d := part - float64(held[name]); d > most+shareEpsilon || (d > most-shareEpsilon && d > 0 && name < best) {
 			best, most = name, d
 		}
 	}

@@ -9,7 +9,7 @@ import "github.com/redis/go-redis/v9"
 //
 // KEYS, for every script: 1 the schedule (hash: tat, pause, reason, the
 // fleet's concurrency limit lim and when it was asked limt, the accepted
-// ring a0..a7 t0..t7), 2 the law (hash: state, version), 3 the leases
+// ring acc), 2 the law (hash: state, version), 3 the leases
 // (sorted set: lease -> expiry; a lease is named "process/n"), 4 the
 // processes seen (sorted set: process -> when it last asked, in ms, times
 // 1000, plus its want, the sends it had waiting then, at most 999).
@@ -133,9 +133,16 @@ if limit > 0 then
     redis.call('HSET', KEYS[1], 'lim', lim, 'limt', nowms)
   end
   limit = lim
-  local owed, held = fair(limit, fresh, ttl)
-  local total = redis.call('ZCARD', KEYS[3])
-  grant = total < limit and (held[ARGV[1]] or 0) < (owed[ARGV[1]] or 0)
+  local owed, held, wants, total = fair(limit, fresh, ttl)
+  -- a lease for this process if it holds less than its part and fewer
+  -- processes that want one are owed more (each is kept one: it was told
+  -- of its turn and is on its way)
+  local mine = (owed[ARGV[1]] or 0) - (held[ARGV[1]] or 0)
+  local ahead = 0
+  for p, part in pairs(owed) do
+    if p ~= ARGV[1] and (wants[p] or 0) > 0 and part - (held[p] or 0) > mine + 1e-9 then ahead = ahead + 1 end
+  end
+  grant = mine > 0 and limit - total > ahead
 else
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', (nowms - 3 * ttl / 1000) * 1000)
@@ -159,8 +166,8 @@ return {lease, wait, paused, reason, out, ver, live, inuse}
 // accepted 0/1, 11 how long a want counts (ms).
 // Returns {committed 0/1, state or false, version, paused µs, reason,
 // accepted answers over the last second}. The accepted count is kept per
-// eighth of a second in the schedule's hash (fields a0..a7, each with its
-// tick in t0..t7). A lease given back that another process is owed (it
+// eighth of a second in the schedule's hash, in one field, acc: the newest
+// tick and the counts of the eight up to it. A lease given back that another process is owed (it
 // wants one and holds less than its part) is announced as that process's
 // turn on the channel: "t", the process, the scope, one per line; a pause
 // as "p", its length in µs, its reason, the scope.
@@ -174,7 +181,7 @@ if ARGV[2] ~= '' and redis.call('ZREM', KEYS[3], ARGV[2]) == 1 then
       local best, most = false, 0
       for p, part in pairs(owed) do
         local d = part - (held[p] or 0)
-        if p ~= ARGV[1] and (want[p] or 0) > 0 and (d > most or (d == most and best and p < best)) then
+        if p ~= ARGV[1] and (want[p] or 0) > 0 and d > 0 and (d > most + 1e-9 or (d > most - 1e-9 and best and p < best)) then
           best, most = p, d
         end
       end
@@ -201,21 +208,25 @@ if ARGV[5] ~= '' and ver == ARGV[6] then
   redis.call('HSET', KEYS[2], 'state', ARGV[5], 'version', ver)
   committed, state = 1, false
 end
+-- the ring: "tick n0 ... n7", the newest tick and the counts of the
+-- eight ticks up to it, each in the slot of its tick mod 8
 local tick = math.floor(now / 125000)
-local slot = tick % 8
-local f = {}
-for i = 0, 7 do f[#f + 1] = 'a' .. i; f[#f + 1] = 't' .. i end
-local ring = redis.call('HMGET', KEYS[1], unpack(f))
-local acc = 0
-for i = 0, 7 do
-  local n, at = num(ring[2 * i + 1]), num(ring[2 * i + 2])
-  if i == slot and at ~= tick then n = 0 end
-  if i == slot and ARGV[10] == '1' then
-    n = n + 1
-    redis.call('HSET', KEYS[1], 'a' .. i, n, 't' .. i, tick)
-  end
-  if (i == slot) or (at > tick - 8 and at <= tick) then acc = acc + n end
+local newest, ring, i = 0, {0, 0, 0, 0, 0, 0, 0, 0}, 0
+for v in string.gmatch(redis.call('HGET', KEYS[1], 'acc') or '', '%d+') do
+  if i == 0 then newest = num(v) elseif i <= 8 then ring[i] = math.min(num(v), 1000000) end
+  i = i + 1
 end
+if newest > tick then newest, ring = tick, {0, 0, 0, 0, 0, 0, 0, 0} end
+if tick > newest then
+  for k = newest + 1, math.min(tick, newest + 8) do ring[k % 8 + 1] = 0 end
+  newest = tick
+end
+if ARGV[10] == '1' then
+  ring[tick % 8 + 1] = ring[tick % 8 + 1] + 1
+  redis.call('HSET', KEYS[1], 'acc', newest .. ' ' .. table.concat(ring, ' '))
+end
+local acc = 0
+for k = 1, 8 do acc = acc + ring[k] end
 for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], keyttl) end
 return {committed, state, ver, paused, reason, acc}
 `)

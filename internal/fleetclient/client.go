@@ -149,6 +149,7 @@ type Client struct {
 	backoff time.Duration         // guarded by mu: the wait before the next try while down
 	leases  map[string]heldLease  // guarded by mu: the leases held
 	turns   map[string]*turnState // guarded by mu: per scope, while the fleet is busy for this process
+	pending map[string]int        // guarded by mu: per scope, the sends in Before (the process's demand)
 	// owed are leases the store may hold for this process that it does
 	// not use (a call that failed may have taken or kept one): given back
 	// once the store answers again. Guarded by mu.
@@ -227,6 +228,7 @@ func New(store fleet.Store, cfg Config) *Client {
 		now:      cfg.Now,
 		leases:   map[string]heldLease{},
 		turns:    map[string]*turnState{},
+		pending:  map[string]int{},
 	}
 }
 
@@ -291,6 +293,7 @@ func (c *Client) Before(ctx context.Context, scope string, l Local, busy int, pa
 		return Send{}, nil
 	}
 	want, wait, asker := c.queue(scope)
+	defer c.done(scope)
 	if wait != nil {
 		// the fleet is busy for this process and another of its sends
 		// asks: wait behind it, then ask again (or a second, should a
@@ -347,24 +350,36 @@ func (c *Client) Before(ctx context.Context, scope string, l Local, busy int, pa
 	return Send{Lease: lease.ID, Full: lease.Full, PacedByFleet: byFleet, Scheduled: lease.Delay > 0, At: now}, nil
 }
 
-// queue returns how many sends of this process want a lease on scope (this
-// one included) and, when another send asks for the process while the
-// fleet is busy for it, the channel to wait on behind it (nil: this send
-// asks; asker: for the process, the fleet being busy for it).
+// queue counts a send in Before on scope (done uncounts it) and returns
+// how many sends of this process want a lease there, this one included,
+// and, when another send asks for the process while the fleet is busy for
+// it, the channel to wait on behind it (nil: this send asks; asker: for
+// the process, the fleet being busy for it).
 func (c *Client) queue(scope string) (want int, wait chan struct{}, asker bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.pending[scope]++
+	want = c.pending[scope]
 	st := c.turns[scope]
 	if st == nil {
-		return 1, nil, false
+		return want, nil, false
 	}
 	if st.asking {
 		wait = make(chan struct{})
 		st.waiters = append(st.waiters, wait)
-		return 0, wait, false
+		return want, wait, false
 	}
 	st.asking = true
-	return 1 + len(st.waiters), nil, true
+	return want, nil, true
+}
+
+// done uncounts a send that leaves Before.
+func (c *Client) done(scope string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending[scope]--; c.pending[scope] <= 0 {
+		delete(c.pending, scope)
+	}
 }
 
 // waitBehind waits on wait, scope's queue behind its asking send, until
