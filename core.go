@@ -88,7 +88,15 @@ func (c *core) limit() int { return c.gate.limit(c.law.Limit()) }
 // take grants a send that decide allowed.
 func (c *core) take(now time.Duration) stamp {
 	c.inflight++
-	t := stamp{Stamp: c.law.Sent(now, c.pace.rate(), int(c.inflight), int(c.inflight) >= c.limit(), c.held)}
+	// the rate the send goes at, as the law judges its answer: in a fleet,
+	// the fleet's, not this process's under its own ceiling or share (a
+	// throttle is the fleet's, and stepping down from the rate this
+	// process keeps to would take the fleet down to it)
+	rate := c.pace.rate()
+	if c.pace.fleetKnown {
+		rate = c.pace.whole(c)
+	}
+	t := stamp{Stamp: c.law.Sent(now, rate, int(c.inflight), int(c.inflight) >= c.limit(), c.held)}
 	c.held = false
 	if c.gate.breaker == breakerHalfOpen {
 		c.gate.probeOut, t.probe = true, true
@@ -393,13 +401,29 @@ func (c *core) binding() (ceilingKind, float64) {
 	case ceilQuota:
 		return ceilQuota, p.quota
 	case ceilConfigured:
-		r := c.rule.Rate
-		if g := c.rule.gapRate; g > 0 && (r == 0 || g < r) {
-			r = g
-		}
-		return ceilConfigured, r
+		return ceilConfigured, c.configured()
 	}
 	return ceilNone, 0
+}
+
+// configured is the scope's configured ceiling, req/s (0: none): the
+// rule's Rate or MinGap's, the lower.
+func (c *core) configured() float64 {
+	r := c.rule.Rate
+	if g := c.rule.gapRate; g > 0 && (r == 0 || g < r) {
+		r = g
+	}
+	return r
+}
+
+// setFleetCeiling takes the fleet's configured ceiling (0: none) as its
+// store said it.
+func (c *core) setFleetCeiling(now time.Duration, ceil float64) {
+	if c.pace.fleetKnown && c.pace.fleetCeil == ceil {
+		return
+	}
+	c.pace.fleetCeil, c.pace.fleetKnown = ceil, true
+	c.pace.sync(now, c)
 }
 
 // pausedTotal is the time the scope has spent paused, at now.

@@ -27,9 +27,11 @@ func newFleet(st *settings, now func() time.Duration) *fleetclient.Client {
 type scopeFleet struct {
 	version uint64
 	live    int
-	shared  law.Shared // what was last adopted or committed
-	// seed is shared encoded, what a store that lost the scope's state is
-	// seeded with (nil until there is one)
+	shared  law.Shared // what was last adopted or sent to be committed
+	// seed is the fleet's state as last adopted or committed, encoded: what
+	// a store that lost the scope's state is seeded with (nil until there
+	// is one). A state sent while the store is down is never committed,
+	// and never a seed.
 	seed []byte
 }
 
@@ -80,7 +82,7 @@ func (f fleetScope) Ask(now time.Duration) fleetclient.Ask {
 	// seeded with the fleet's as this process last shared it, not with
 	// this process's own, which ran on its share while the store was away;
 	// without a fleet state yet, this process's own seeds an empty store
-	a := fleetclient.Ask{Rate: s.core.fleetRate(), Limit: s.core.limit(), Version: sf.version, Seed: sf.seed}
+	a := fleetclient.Ask{Rate: s.core.fleetRate(), Ceiling: s.core.configured(), Limit: s.core.limit(), Version: sf.version, Seed: sf.seed}
 	if a.Seed == nil {
 		a.Seed = encodeShared(s.core.shared(now))
 	}
@@ -88,9 +90,10 @@ func (f fleetScope) Ask(now time.Duration) fleetclient.Ask {
 }
 
 // Granted implements fleetclient.Local: a transition of the decision log.
-func (f fleetScope) Granted(state []byte, version uint64, live int) {
+func (f fleetScope) Granted(state []byte, version uint64, live int, ceiling float64) {
 	s := f.s
 	s.fleetTransition(f.c, f.key, func(now time.Duration) {
+		s.core.setFleetCeiling(now, ceiling)
 		sf := s.fleetView()
 		if state != nil {
 			s.adoptShared(now, state, version)
@@ -135,12 +138,12 @@ func (f fleetScope) Waited(now time.Duration, pacedByFleet bool) bool {
 }
 
 // Settled implements fleetclient.Local: a transition of the decision log.
-func (f fleetScope) Settled(st fleet.Settlement) {
+func (f fleetScope) Settled(st fleet.Settlement, sent []byte) {
 	s := f.s
 	s.fleetTransition(f.c, f.key, func(now time.Duration) {
 		sf := s.fleetView()
 		if st.Committed {
-			sf.version = st.Version
+			sf.version, sf.seed = st.Version, sent
 		} else if st.State != nil && st.Version != sf.version {
 			s.adoptShared(now, st.State, st.Version)
 		}
@@ -190,8 +193,7 @@ func (s *scope) sharedChange(now time.Duration) ([]byte, uint64) {
 		return nil, sf.version
 	}
 	sf.shared = full
-	sf.seed = encodeShared(full)
-	return sf.seed, sf.version
+	return encodeShared(full), sf.version
 }
 
 // Close gives back what the controller holds in a shared fleet.Store

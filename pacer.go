@@ -23,23 +23,35 @@ type pacer struct {
 	// share is the part of the rate this process may use: 1, or its share
 	// of a fleet whose shared store is unreachable (0 means 1)
 	share float64
+	// fleetCeil is the fleet's configured ceiling, req/s (0: none), as
+	// its store last said (fleetKnown): in a fleet, the law is bound by
+	// it rather than by this process's own, which binds only this
+	// process's sends
+	fleetCeil  float64
+	fleetKnown bool
 }
 
 // sync recomputes the rate in force from the law's rate and the ceilings,
 // tells the law the lowest ceiling, and re-prices the next send when the
 // rate changed. It reports whether it did.
 func (p *pacer) sync(now time.Duration, c *core) bool {
-	ceil, why := c.rule.Rate, ceilConfigured
-	if v := c.rule.gapRate; v > 0 && (ceil == 0 || v < ceil) {
-		ceil = v
+	own := c.configured()
+	site, siteWhy := p.robots, ceilCrawlDelay // the site's ceilings
+	if v := p.quota; v > 0 && now < p.quotaUntil && (site == 0 || v < site) {
+		site, siteWhy = v, ceilQuota
 	}
-	if v := p.robots; v > 0 && (ceil == 0 || v < ceil) {
-		ceil, why = v, ceilCrawlDelay
+	ceil, why := own, ceilConfigured
+	if site > 0 && (ceil == 0 || site < ceil) {
+		ceil, why = site, siteWhy
 	}
-	if v := p.quota; v > 0 && now < p.quotaUntil && (ceil == 0 || v < ceil) {
-		ceil, why = v, ceilQuota
+	lawCeil := ceil
+	if p.fleetKnown {
+		lawCeil = site
+		if v := p.fleetCeil; v > 0 && (lawCeil == 0 || v < lawCeil) {
+			lawCeil = v
+		}
 	}
-	c.law.SetCeiling(ceil)
+	c.law.SetCeiling(lawCeil)
 	r := c.law.Rate()
 	if p.share > 0 && p.share < 1 {
 		r *= p.share
@@ -61,7 +73,8 @@ func (p *pacer) sync(now time.Duration, c *core) bool {
 }
 
 // whole is the rate in force for a whole fleet, req/s: the law's under
-// the ceilings, before this process's share. Call it after sync.
+// the site's ceilings and the fleet's configured one, before this
+// process's own ceiling and share. Call it after sync.
 func (p *pacer) whole(c *core) float64 {
 	r := c.law.Rate()
 	if ceil := c.law.Ceiling(); ceil > 0 && r > ceil {

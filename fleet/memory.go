@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"context"
+	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -35,8 +37,16 @@ type memoryScope struct {
 	// limitAt when it was asked
 	limit   int
 	limitAt time.Time
-	used    time.Time
-	acc     acceptedRing
+	// ceil is the highest configured ceiling of the live processes, ceilAt
+	// when it was asked with, and noneAt when a process last asked with none
+	ceil           float64
+	ceilAt, noneAt time.Time
+	// queue holds the processes refused a lease while they wanted one, in
+	// the order they were first refused: the next free lease is the
+	// first's that is under its part
+	queue []string
+	used  time.Time
+	acc   acceptedRing
 }
 
 type memoryLease struct {
@@ -55,15 +65,19 @@ type memoryProc struct {
 // acceptedRing counts accepted answers per eighth of a second, the last
 // second of them.
 type acceptedRing struct {
-	n    [8]uint32
-	tick int64 // of the newest slot
+	n     [8]uint32
+	tick  int64 // of the newest slot
+	first int64 // of the first count (0: none yet)
 }
 
 const acceptedSlot = time.Second / 8
 
 // add counts n answers at tick t and returns the count over the last
-// second.
-func (a *acceptedRing) add(t int64, n uint32) uint32 {
+// second, or -1 while the ring has counted for less than one.
+func (a *acceptedRing) add(t int64, n uint32) float64 {
+	if a.first == 0 {
+		a.first = t
+	}
 	if t > a.tick {
 		for i := a.tick + 1; i <= min(t, a.tick+8); i++ {
 			a.n[i%8] = 0
@@ -77,7 +91,10 @@ func (a *acceptedRing) add(t int64, n uint32) uint32 {
 	for _, v := range a.n {
 		sum += v
 	}
-	return sum
+	if t-a.first < 8 {
+		return -1
+	}
+	return float64(sum)
 }
 
 const memoryStoreIdle = 10 * time.Minute
@@ -118,6 +135,22 @@ func (m *MemoryStore) scopeLocked(name string, now time.Time) *memoryScope {
 		}
 	}
 	return s
+}
+
+// fleetCeiling notes a process's configured ceiling (0: none) and returns
+// the fleet's: the highest of the live processes' (those that asked within
+// live), none if one of them asked with none.
+func (s *memoryScope) fleetCeiling(now time.Time, ceil float64, live time.Duration) float64 {
+	switch {
+	case ceil <= 0:
+		s.noneAt = now
+	case ceil >= s.ceil || now.Sub(s.ceilAt) >= live:
+		s.ceil, s.ceilAt = ceil, now
+	}
+	if !s.noneAt.IsZero() && now.Sub(s.noneAt) < live {
+		return 0
+	}
+	return s.ceil
 }
 
 // shares returns, for the processes with a demand on s, the part of limit
@@ -177,14 +210,14 @@ func (m *MemoryStore) Lease(_ context.Context, a LeaseRequest) (Lease, error) {
 	if now.Before(s.pauseUntil) {
 		g.Paused, g.Reason = s.pauseUntil.Sub(now), s.reason
 	}
+	g.Ceiling = s.fleetCeiling(now, a.Ceiling, 3*a.TTL)
 	limit := a.Limit
 	if limit > 0 {
 		if limit >= s.limit || now.Sub(s.limitAt) >= WantFresh {
 			s.limit, s.limitAt = limit, now
 		}
 		limit = s.limit
-		owed, held := s.shares(now, limit)
-		if len(s.leases) >= limit || !s.first(now, a.Process, limit-len(s.leases), owed, held) {
+		if !s.grant(now, a.Process, limit) {
 			// the fleet's limit is in use, or this process holds its part:
 			// ask again after a short while (or when told it is its turn)
 			g.Delay = max(g.Paused, 10*time.Millisecond)
@@ -207,7 +240,11 @@ func (m *MemoryStore) Lease(_ context.Context, a LeaseRequest) (Lease, error) {
 	if s.pauseUntil.After(slot) {
 		slot = s.pauseUntil
 	}
-	s.tat = slot.Add(sat.Interval(a.Rate))
+	rate := a.Rate
+	if g.Ceiling > 0 && (rate <= 0 || g.Ceiling < rate) {
+		rate = g.Ceiling
+	}
+	s.tat = slot.Add(sat.Interval(rate))
 	g.Delay = slot.Sub(now)
 	return g, nil
 }
@@ -248,49 +285,72 @@ func (m *MemoryStore) Return(_ context.Context, r Return) (Settlement, error) {
 	if r.Accepted {
 		n = 1
 	}
-	st.Accepted = float64(s.acc.add(now.UnixNano()/int64(acceptedSlot), n))
+	st.Accepted = s.acc.add(now.UnixNano()/int64(acceptedSlot), n)
 	return st, nil
 }
 
-// first reports whether proc may take one of free leases: it holds less
-// than its part, and fewer processes that want one are owed more (each of
-// those is kept a lease: it was told of its turn and is on its way).
-func (s *memoryScope) first(now time.Time, proc string, free int, owed map[string]float64, held map[string]int) bool {
-	mine := owed[proc] - float64(held[proc])
-	if mine <= 0 {
-		return false
-	}
-	ahead := 0
-	for name, part := range owed {
-		if p, ok := s.procs[name]; ok && name != proc && p.want > 0 && now.Sub(p.seen) < WantFresh && part-float64(held[name]) > mine+shareEpsilon {
+// grant reports whether proc may take a lease on s now, under limit: one
+// is free, proc holds less than its part (rounded up), and no process that
+// waits in the queue before it, under its part, is left without one; a
+// process refused joins the end of the queue, one granted leaves it.
+func (s *memoryScope) grant(now time.Time, proc string, limit int) bool {
+	owed, held := s.shares(now, limit)
+	ahead, queued := 0, false
+	live := s.queue[:0]
+	for _, name := range s.queue {
+		if name == proc {
+			queued = true
+			live = append(live, name)
+			continue
+		}
+		if !s.wants(now, name) {
+			continue // it stopped asking: out of the queue
+		}
+		live = append(live, name)
+		if !queued && held[name] < partCap(owed[name]) {
 			ahead++
 		}
 	}
-	return free > ahead
+	s.queue = live
+	ok := limit-len(s.leases) > ahead && held[proc] < partCap(owed[proc])
+	switch {
+	case ok && queued:
+		s.queue = slices.DeleteFunc(s.queue, func(n string) bool { return n == proc })
+	case !ok && !queued:
+		s.queue = append(s.queue, proc)
+	}
+	return ok
 }
+
+// wants reports whether a process asked within WantFresh with sends
+// waiting.
+func (s *memoryScope) wants(now time.Time, name string) bool {
+	p, ok := s.procs[name]
+	return ok && p.want > 0 && now.Sub(p.seen) < WantFresh
+}
+
+// partCap is the most leases a part allows: the part rounded up, so that
+// fractional parts take turns.
+func partCap(part float64) int { return int(math.Ceil(part - shareEpsilon)) }
 
 // shareEpsilon is below any difference between two parts that matters (a
 // part is a fraction of a limit, summed in floating point).
 const shareEpsilon = 1e-9
 
-// turn is the process other than from owed most of a lease just freed on
-// s: the one furthest under its part that still wants one ("" for none).
+// turn is the process other than from whose turn a lease just freed on s
+// is: the first in the queue that still wants one and is under its part
+// ("" for none).
 func (s *memoryScope) turn(now time.Time, from string) string {
 	if s.limit <= 0 || len(s.leases) >= s.limit {
 		return ""
 	}
 	owed, held := s.shares(now, s.limit)
-	best, most := "", 0.0
-	for name, part := range owed {
-		p, ok := s.procs[name]
-		if name == from || !ok || p.want <= 0 || now.Sub(p.seen) >= WantFresh {
-			continue
-		}
-		if d := part - float64(held[name]); d > most+shareEpsilon || (d > most-shareEpsilon && d > 0 && name < best) {
-			best, most = name, d
+	for _, name := range s.queue {
+		if name != from && s.wants(now, name) && held[name] < partCap(owed[name]) {
+			return name
 		}
 	}
-	return best
+	return ""
 }
 
 func (m *MemoryStore) notifyLocked(n Notice) {

@@ -78,9 +78,17 @@ type LeaseRequest struct {
 	// ID names the lease to take, unique in the fleet (the process's name
 	// and a counter): a caller whose call failed can give it back, in
 	// case the store took it. "" lets the store name it.
-	ID    string
-	Rate  float64 // the rate the fleet sends at, as the caller knows it (its ceilings applied), req/s
-	Limit int     // the fleet's concurrency limit, as the caller knows it (0: none); the fleet keeps to the highest limit asked within WantFresh
+	ID string
+	// Rate is the rate the fleet sends at as the caller knows it, req/s:
+	// its law's, under the site's ceilings (Crawl-delay, quota) and the
+	// fleet's configured ceiling. Ceiling is the caller's own configured
+	// ceiling (0: none): it bounds the caller's sends, which it paces
+	// itself, and the fleet's ceiling is the highest of its live
+	// processes' (none if one has none), so that a process with a lower
+	// ceiling leaves the rest to the others.
+	Rate    float64
+	Ceiling float64
+	Limit   int // the fleet's concurrency limit, as the caller knows it (0: none); the fleet keeps to the highest limit asked within WantFresh
 	// Want is how many sends of the caller wait for a lease on the scope,
 	// this one included: its demand beyond what it holds. 0 means 1.
 	Want int
@@ -115,6 +123,9 @@ type Lease struct {
 	// Full: with this lease, the fleet's concurrency limit is all in use
 	// (the leases held are at the limit asked).
 	Full bool
+	// Ceiling is the fleet's configured ceiling, req/s (0: none), the
+	// schedule's: see LeaseRequest.
+	Ceiling float64
 }
 
 // Return gives a lease back and publishes decisions (Store.Return).
@@ -147,7 +158,9 @@ type Settlement struct {
 	Reason Reason
 	// Accepted is the fleet's accepted answers over the last second (this
 	// one included), per second: what the law measures a capacity by,
-	// where each process alone sees only its part.
+	// where each process alone sees only its part. -1 while the store has
+	// counted for less than a second (a new scope, or a store restarted
+	// empty): a part of a second is no measure of a rate.
 	Accepted float64
 }
 

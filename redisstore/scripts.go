@@ -8,8 +8,7 @@ import "github.com/redis/go-redis/v9"
 // from a request is ever part of a script's text: only KEYS and ARGV.
 //
 // KEYS, for every script: 1 the schedule (hash: tat, pause, reason, the
-// fleet's concurrency limit lim and when it was asked limt, the accepted
-// ring acc), 2 the law (hash: state, version), 3 the leases
+// fleet's limits fl, the accepted ring acc), 2 the law (hash: state, version), 3 the leases
 // (sorted set: lease -> expiry; a lease is named "process/n"), 4 the
 // processes seen (sorted set: process -> when it last asked, in ms, times
 // 1000, plus its want, the sends it had waiting then, at most 999).
@@ -59,6 +58,7 @@ end
 // With ttl (the lease TTL, µs) above 0 it first forgets the processes not
 // seen for three lease lives.
 const fair = `
+local function cap(part) return math.ceil(part - 1e-9) end
 local function fair(limit, fresh, ttl)
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   if ttl > 0 then
@@ -90,15 +90,35 @@ local function fair(limit, fresh, ttl)
   end
   return owed, held, want, total
 end
+-- queue reads the processes refused a lease while they wanted one, in the
+-- order they were first refused (the schedule's field q, one per line),
+-- keeps those that still want one (want, from fair) and no more than 256.
+local function queue(want)
+  local q = {}
+  for n in string.gmatch(redis.call('HGET', KEYS[1], 'q') or '', '[^\n]+') do
+    if (want[n] or 0) > 0 and #q < 256 then q[#q + 1] = n end
+  end
+  return q
+end
+local function setqueue(q)
+  if #q > 0 then redis.call('HSET', KEYS[1], 'q', table.concat(q, '\n'))
+  else redis.call('HDEL', KEYS[1], 'q') end
+end
 `
 
-// acquireScript: ARGV 1 process, 2 interval (µs), 3 limit, 4 version the
+// acquireScript: ARGV 1 process, 2 rate (req/s), 3 limit, 4 version the
 // caller holds, 5 the state to seed an empty store with ("" for none), 6
 // lease TTL (µs), 7 lease name, 8 key TTL (ms), 9 want, 10 how long a want
-// counts (ms). Returns {lease or "", wait µs, paused µs, reason, state or
-// false, version, live, in use 0/1}.
+// counts (ms), 11 the caller's configured ceiling (req/s, 0: none).
+// Returns {lease or "", wait µs, paused µs, reason, state or false,
+// version, live, in use 0/1, the fleet's ceiling as a string ("0": none)}.
+// The fleet's limits are one field, fl: "lim limt ceil ceilt nonet", the
+// highest concurrency limit asked within the want's life and when (ms),
+// the highest configured ceiling of the live processes and when, and when
+// a process last asked
+// with no ceiling.
 var acquireScript = redis.NewScript(prelude + fair + `
-local interval = tonumber(ARGV[2])
+local rate = tonumber(ARGV[2]) or 0
 local limit = tonumber(ARGV[3])
 local version = ARGV[4]
 local ttl = tonumber(ARGV[6])
@@ -118,31 +138,52 @@ end
 local out = false
 if ver ~= version and state then out = state end
 
-local sc = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'reason', 'lim', 'limt')
+local sc = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'reason', 'fl')
 local tat, pause, reason = num(sc[1]), num(sc[2]), num(sc[3])
 local paused = 0
 if pause > now then paused = pause - now else reason = 0 end
+local fl, i = {0, 0, 0, 0, 0}, 1
+for v in string.gmatch(sc[4] or '', '%S+') do
+  if i <= 5 then fl[i] = num(v) end
+  i = i + 1
+end
+local lim, limt, ceil, ceilt, nonet = fl[1], fl[2], fl[3], fl[4], fl[5]
+-- the fleet's ceiling: the highest asked lately, none if a process asked
+-- with none
+local mine = tonumber(ARGV[11]) or 0
+local alive = 3 * ttl / 1000 -- ms: a process is live for three lease lives
+if mine <= 0 then nonet = nowms
+elseif mine >= ceil or ceilt <= nowms - alive then ceil, ceilt = mine, nowms end
+local fleetceil = ceil
+if nonet > nowms - alive then fleetceil = 0 end
+if fleetceil > 0 and (rate <= 0 or fleetceil < rate) then rate = fleetceil end
+local interval = 2147483647000 -- a rate of zero: a slot an age away
+if rate > 0 then interval = math.max(math.floor(1000000 / rate), 1) end
 
 local lease, wait, inuse = '', math.max(paused, 10000), 0
 local grant = true
 if limit > 0 then
   -- the fleet keeps to the highest limit asked lately
-  local lim, limt = num(sc[4]), num(sc[5])
-  if limit >= lim or limt <= nowms - fresh then
-    lim = limit
-    redis.call('HSET', KEYS[1], 'lim', lim, 'limt', nowms)
-  end
+  if limit >= lim or limt <= nowms - fresh then lim, limt = limit, nowms end
   limit = lim
   local owed, held, wants, total = fair(limit, fresh, ttl)
-  -- a lease for this process if it holds less than its part and fewer
-  -- processes that want one are owed more (each is kept one: it was told
-  -- of its turn and is on its way)
-  local mine = (owed[ARGV[1]] or 0) - (held[ARGV[1]] or 0)
-  local ahead = 0
-  for p, part in pairs(owed) do
-    if p ~= ARGV[1] and (wants[p] or 0) > 0 and part - (held[p] or 0) > mine + 1e-9 then ahead = ahead + 1 end
+  -- a lease for this process if one is free, it holds less than its part
+  -- (rounded up, so that fractional parts take turns), and no process
+  -- queued before it, under its part, is left without one; refused, it
+  -- joins the end of the queue, granted, it leaves it
+  local q, ahead, queued, keep = queue(wants), 0, false, {}
+  for _, n in ipairs(q) do
+    if n == ARGV[1] then queued = true
+    else
+      keep[#keep + 1] = n
+      if not queued and (held[n] or 0) < cap(owed[n] or 0) then ahead = ahead + 1 end
+    end
   end
-  grant = mine > 0 and limit - total > ahead
+  grant = limit - total > ahead and (held[ARGV[1]] or 0) < cap(owed[ARGV[1]] or 0)
+  if not grant then
+    if queued then keep = q elseif #keep < 256 then keep[#keep + 1] = ARGV[1] end
+  end
+  setqueue(keep)
 else
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', (nowms - 3 * ttl / 1000) * 1000)
@@ -156,8 +197,9 @@ if grant then
   lease, wait = ARGV[7], slot - now
   if limit > 0 and redis.call('ZCARD', KEYS[3]) >= limit then inuse = 1 end
 end
+redis.call('HSET', KEYS[1], 'fl', lim .. ' ' .. limt .. ' ' .. ceil .. ' ' .. ceilt .. ' ' .. nonet)
 for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], keyttl) end
-return {lease, wait, paused, reason, out, ver, live, inuse}
+return {lease, wait, paused, reason, out, ver, live, inuse, tostring(fleetceil)}
 `)
 
 // releaseScript: ARGV 1 process, 2 lease ("" for none), 3 pause (µs, 0
@@ -166,26 +208,27 @@ return {lease, wait, paused, reason, out, ver, live, inuse}
 // accepted 0/1, 11 how long a want counts (ms).
 // Returns {committed 0/1, state or false, version, paused µs, reason,
 // accepted answers over the last second}. The accepted count is kept per
-// eighth of a second in the schedule's hash, in one field, acc: the newest
-// tick and the counts of the eight up to it. A lease given back that another process is owed (it
-// wants one and holds less than its part) is announced as that process's
-// turn on the channel: "t", the process, the scope, one per line; a pause
-// as "p", its length in µs, its reason, the scope.
+// eighth of a second in the schedule's hash, in one field, acc: the tick
+// of its first count, the newest tick and the counts of the eight up to
+// it; -1 while less than a second is counted. A lease given back while
+// another process waits in the queue under its part is announced as the
+// first such process's turn on the channel: "t", the process, the scope,
+// one per line; a pause as "p", its length in µs, its reason, the scope.
 var releaseScript = redis.NewScript(prelude + fair + `
 local keyttl = tonumber(ARGV[7])
 if ARGV[2] ~= '' and redis.call('ZREM', KEYS[3], ARGV[2]) == 1 then
-  local lim = num(redis.call('HGET', KEYS[1], 'lim'))
+  local lim = num(string.match(redis.call('HGET', KEYS[1], 'fl') or '', '^%S+'))
   if lim > 0 then
     local owed, held, want, total = fair(lim, tonumber(ARGV[11]), 0)
+    local q = queue(want)
+    setqueue(q)
     if total < lim then
-      local best, most = false, 0
-      for p, part in pairs(owed) do
-        local d = part - (held[p] or 0)
-        if p ~= ARGV[1] and (want[p] or 0) > 0 and d > 0 and (d > most + 1e-9 or (d > most - 1e-9 and best and p < best)) then
-          best, most = p, d
+      for _, n in ipairs(q) do
+        if n ~= ARGV[1] and (held[n] or 0) < cap(owed[n] or 0) then
+          redis.call('PUBLISH', ARGV[8], 't\n' .. n .. '\n' .. ARGV[9])
+          break
         end
       end
-      if best then redis.call('PUBLISH', ARGV[8], 't\n' .. best .. '\n' .. ARGV[9]) end
     end
   end
 end
@@ -208,25 +251,27 @@ if ARGV[5] ~= '' and ver == ARGV[6] then
   redis.call('HSET', KEYS[2], 'state', ARGV[5], 'version', ver)
   committed, state = 1, false
 end
--- the ring: "tick n0 ... n7", the newest tick and the counts of the
--- eight ticks up to it, each in the slot of its tick mod 8
+-- the ring: "first newest n0 ... n7", the tick of its first count, the
+-- newest tick and the counts of the eight ticks up to it, each in the slot
+-- of its tick mod 8
 local tick = math.floor(now / 125000)
-local newest, ring, i = 0, {0, 0, 0, 0, 0, 0, 0, 0}, 0
+local first, newest, ring, i = tick, 0, {0, 0, 0, 0, 0, 0, 0, 0}, -1
 for v in string.gmatch(redis.call('HGET', KEYS[1], 'acc') or '', '%d+') do
-  if i == 0 then newest = num(v) elseif i <= 8 then ring[i] = math.min(num(v), 1000000) end
+  if i == -1 then first = num(v) elseif i == 0 then newest = num(v) elseif i <= 8 then ring[i] = math.min(num(v), 1000000) end
   i = i + 1
 end
-if newest > tick then newest, ring = tick, {0, 0, 0, 0, 0, 0, 0, 0} end
+if newest > tick or first > tick then first, newest, ring = tick, tick, {0, 0, 0, 0, 0, 0, 0, 0} end
 if tick > newest then
   for k = newest + 1, math.min(tick, newest + 8) do ring[k % 8 + 1] = 0 end
   newest = tick
 end
 if ARGV[10] == '1' then
   ring[tick % 8 + 1] = ring[tick % 8 + 1] + 1
-  redis.call('HSET', KEYS[1], 'acc', newest .. ' ' .. table.concat(ring, ' '))
+  redis.call('HSET', KEYS[1], 'acc', first .. ' ' .. newest .. ' ' .. table.concat(ring, ' '))
 end
 local acc = 0
 for k = 1, 8 do acc = acc + ring[k] end
+if tick - first < 8 then acc = -1 end -- less than a second counted
 for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], keyttl) end
 return {committed, state, ver, paused, reason, acc}
 `)

@@ -121,18 +121,14 @@ func micros(d time.Duration) int64 { return int64(d / time.Microsecond) }
 
 // Lease implements fleet.Store.
 func (s *Store) Lease(ctx context.Context, a fleet.LeaseRequest) (fleet.Lease, error) {
-	interval := int64(math.MaxInt32) * 1000 // a rate of zero: a slot an age away
-	if a.Rate > 0 {
-		interval = max(int64(1e6/a.Rate), 1)
-	}
 	ttl := max(a.TTL, time.Second)
 	id := a.ID
 	if id == "" {
 		id = a.Process + "/" + strconv.FormatUint(s.leases.Add(1), 10)
 	}
 	res, err := acquireScript.Run(ctx, s.c, s.keys(a.Scope),
-		a.Process, interval, a.Limit, strconv.FormatUint(a.Version, 10), string(a.Seed),
-		micros(ttl), id, s.keyTTL.Milliseconds(), max(a.Want, 1), fleet.WantFresh.Milliseconds()).Slice()
+		a.Process, a.Rate, a.Limit, strconv.FormatUint(a.Version, 10), string(a.Seed),
+		micros(ttl), id, s.keyTTL.Milliseconds(), max(a.Want, 1), fleet.WantFresh.Milliseconds(), max(a.Ceiling, 0)).Slice()
 	if err != nil {
 		return fleet.Lease{}, fmt.Errorf("redisstore: lease %q: %w", a.Scope, err)
 	}
@@ -141,7 +137,7 @@ func (s *Store) Lease(ctx context.Context, a fleet.LeaseRequest) (fleet.Lease, e
 
 // leaseOf reads acquireScript's reply.
 func leaseOf(res []any) (fleet.Lease, error) {
-	r := reply{op: "lease", v: res, n: 8}
+	r := reply{op: "lease", v: res, n: 9}
 	g := fleet.Lease{
 		ID:      r.str(0),
 		Delay:   r.micros(1),
@@ -151,6 +147,7 @@ func leaseOf(res []any) (fleet.Lease, error) {
 		Version: r.version(5),
 		Live:    int(r.int(6, math.MaxInt32)),
 		Full:    r.int(7, 1) == 1,
+		Ceiling: r.rate(8),
 	}
 	return g, r.err
 }
@@ -176,7 +173,7 @@ func settlementOf(res []any) (fleet.Settlement, error) {
 		Version:   r.version(2),
 		Paused:    r.micros(3),
 		Reason:    fleet.Reason(r.int(4, 255)),
-		Accepted:  float64(r.int(5, math.MaxInt32)),
+		Accepted:  r.accepted(5),
 	}
 	return st, r.err
 }
@@ -226,6 +223,29 @@ func (r *reply) int(i int, hi int64) int64 {
 
 func (r *reply) micros(i int) time.Duration {
 	return time.Duration(r.int(i, math.MaxInt64/int64(time.Microsecond))) * time.Microsecond
+}
+
+// accepted reads a count of accepted answers, or -1 for none yet.
+func (r *reply) accepted(i int) float64 {
+	if v, ok := r.at(i); ok && v == int64(-1) {
+		return -1
+	}
+	return float64(r.int(i, math.MaxInt32))
+}
+
+// rate reads a rate in req/s written as a string: a finite number at
+// least 0.
+func (r *reply) rate(i int) float64 {
+	s := r.str(i)
+	if r.err != nil {
+		return 0
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+		r.fail(i, s)
+		return 0
+	}
+	return f
 }
 
 func (r *reply) str(i int) string {

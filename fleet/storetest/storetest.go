@@ -66,6 +66,7 @@ func Run(t *testing.T, h Harness) {
 		{"Notifier", notifier},
 		{"Fair", fair},
 		{"Turns", turns},
+		{"Ceilings", ceilings},
 		{"Accepted", accepted},
 		{"Scopes", scopes},
 	}
@@ -356,17 +357,21 @@ func scopes(e *env) {
 	}
 }
 
-// Release counts the fleet's accepted answers over the last second.
+// Release counts the fleet's accepted answers over the last second, once
+// it has counted for a second (a new scope, or a store restarted empty,
+// says -1 until then: a part of a second is no measure of a rate).
 func accepted(e *env) {
-	var st fleet.Settlement
+	st := e.release(fleet.Return{Scope: "acc", Accepted: true})
+	assert.Equal(e.t, -1.0, st.Accepted, "less than a second counted")
+	time.Sleep(1100*time.Millisecond + e.slack)
 	for range 3 {
 		st = e.release(fleet.Return{Scope: "acc", Accepted: true})
 	}
-	assert.Equal(e.t, 3.0, st.Accepted, "three accepted answers")
+	assert.Equal(e.t, 3.0, st.Accepted, "three accepted answers in the last second")
 	st = e.release(fleet.Return{Scope: "acc", Process: "p2"})
 	assert.Equal(e.t, 3.0, st.Accepted, "a release that is not one counts nothing, from any process")
 	st = e.release(fleet.Return{Scope: "other", Accepted: true})
-	assert.Equal(e.t, 1.0, st.Accepted, "per scope")
+	assert.Equal(e.t, -1.0, st.Accepted, "per scope")
 	time.Sleep(1100*time.Millisecond + e.slack)
 	st = e.release(fleet.Return{Scope: "acc", Accepted: true})
 	assert.Equal(e.t, 1.0, st.Accepted, "those of more than a second ago are gone")
@@ -456,4 +461,33 @@ func turns(e *env) {
 	require.True(e.t, heard, "p2 is owed the lease p1 gave back")
 	assert.Equal(e.t, fleet.Notice{Scope: "t", Turn: "p2"}, m)
 	assert.NotEmpty(e.t, a("p2", "p2/b", 2).ID, "and gets it")
+}
+
+// The fleet's configured ceiling is the highest its processes asked with
+// lately, none if one asked with none: the schedule spaces the fleet's
+// sends by it, and a process with a lower ceiling of its own (which it
+// keeps to itself) leaves the rest to the others.
+func ceilings(e *env) {
+	a := func(proc string, ceil float64) fleet.Lease {
+		e.t.Helper()
+		return e.acquire(fleet.LeaseRequest{Scope: "cl", Process: proc, Rate: 10, Ceiling: ceil})
+	}
+	g := a("p1", 2)
+	assert.Equal(e.t, 2.0, g.Ceiling, "alone, a process's ceiling is the fleet's")
+	g = a("p1", 2)
+	e.near(500*time.Millisecond, g.Delay, "and spaces the schedule")
+	time.Sleep(time.Second)
+	g = a("p2", 4)
+	assert.Equal(e.t, 4.0, g.Ceiling, "the highest ceiling asked is the fleet's")
+	g = a("p2", 4)
+	e.near(250*time.Millisecond, g.Delay, "spaced by the higher ceiling")
+	g = a("p3", 0)
+	assert.Zero(e.t, g.Ceiling, "a process with no ceiling lifts the fleet's")
+	time.Sleep(time.Second)
+	a("p3", 0)
+	g = a("p1", 2)
+	e.near(100*time.Millisecond, g.Delay, "the schedule goes at the rate asked")
+	time.Sleep(3*ttl + e.slack + 10*time.Millisecond)
+	g = a("p1", 2)
+	assert.Equal(e.t, 2.0, g.Ceiling, "the others' ceilings lapse when they are no longer live")
 }

@@ -49,9 +49,10 @@ type Local interface {
 	// without one this process's own.
 	Ask(now time.Duration) Ask
 	// Granted takes what a lease brought: the fleet's law state (nil when
-	// the version held is current) at version, and the processes live on
-	// the scope. The scope keeps to the fleet's schedule again.
-	Granted(state []byte, version uint64, live int)
+	// the version held is current) at version, the processes live on the
+	// scope and the fleet's configured ceiling (0: none). The scope keeps
+	// to the fleet's schedule again.
+	Granted(state []byte, version uint64, live int, ceiling float64)
 	// Random draws a number in [0, 1) from the scope's seeded source.
 	Random() float64
 	// Alone puts the scope on its own share of the fleet's rate (the
@@ -62,13 +63,15 @@ type Local interface {
 	// pacedByFleet: the fleet's schedule held it back. It reports whether
 	// a pause is in force (one shared meanwhile voids the slot).
 	Waited(now time.Duration, pacedByFleet bool) (paused bool)
-	// Settled takes what the store answered to After.
-	Settled(st fleet.Settlement)
+	// Settled takes what the store answered to After, and the law state
+	// the report sent (nil for none).
+	Settled(st fleet.Settlement, sent []byte)
 }
 
 // Ask is what a lease request carries of a scope (Local.Ask).
 type Ask struct {
 	Rate    float64
+	Ceiling float64 // this process's own configured ceiling (0: none)
 	Limit   int
 	Version uint64
 	Seed    []byte
@@ -293,7 +296,12 @@ func (c *Client) Before(ctx context.Context, scope string, l Local, busy int, pa
 		return Send{}, nil
 	}
 	want, wait, asker := c.queue(scope)
-	defer c.done(scope)
+	counted := true // in the process's demand until it holds a lease
+	defer func() {
+		if counted {
+			c.done(scope)
+		}
+	}()
 	if wait != nil {
 		// the fleet is busy for this process and another of its sends
 		// asks: wait behind it, then ask again (or a second, should a
@@ -302,7 +310,7 @@ func (c *Client) Before(ctx context.Context, scope string, l Local, busy int, pa
 	}
 	ask := l.Ask(c.now())
 	id := c.process + "/" + strconv.FormatUint(c.seq.Add(1), 10)
-	req := fleet.LeaseRequest{Scope: scope, Process: c.process, ID: id, Rate: ask.Rate, Limit: ask.Limit, Want: want,
+	req := fleet.LeaseRequest{Scope: scope, Process: c.process, ID: id, Rate: ask.Rate, Ceiling: ask.Ceiling, Limit: ask.Limit, Want: want,
 		Version: ask.Version, Seed: ask.Seed, TTL: c.ttl}
 	cctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	lease, err := c.store.Lease(cctx, req)
@@ -319,7 +327,7 @@ func (c *Client) Before(ctx context.Context, scope string, l Local, busy int, pa
 		return Send{}, ErrAgain // the slot again, at this process's share
 	}
 	c.ok(scope)
-	l.Granted(lease.State, lease.Version, max(lease.Live, 1))
+	l.Granted(lease.State, lease.Version, max(lease.Live, 1), lease.Ceiling)
 	if lease.ID == "" {
 		// the fleet's concurrency is in use for this process: this send
 		// asks again later, or when told it is the process's turn; the
@@ -327,6 +335,8 @@ func (c *Client) Before(ctx context.Context, scope string, l Local, busy int, pa
 		return Send{}, c.refused(ctx, scope, asker, busyWait(lease.Delay, ask.Rate, busy, l.Random()))
 	}
 	c.asked(scope, true, asker)
+	c.done(scope) // it holds a lease: no longer a demand beyond the leases held
+	counted = false
 	if lease.Delay > c.maxPause {
 		c.GiveBack(scope, l, lease.ID)
 		return Send{}, &TooLongError{Wait: lease.Delay, Paused: lease.Paused > 0, Reason: lease.Reason}
@@ -529,7 +539,7 @@ func (c *Client) put(scope string, l Local, r fleet.Return) {
 	if r.Lease != "" {
 		c.wake(scope) // a lease of this process's back: its asker may take it
 	}
-	l.Settled(st)
+	l.Settled(st, r.State)
 }
 
 // owe notes a lease the store may hold for this process that it does not

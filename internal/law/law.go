@@ -499,11 +499,17 @@ func (l *Law) advance(t int64) {
 // and cost 9 to 18 points on the drop and sliding-window families of the
 // simulator.)
 func (l *Law) accepted(now time.Duration) float64 {
-	if l.fleetAt != 0 && now-l.fleetAt <= time.Second {
+	switch {
+	case l.fleetAt == 0:
+		return l.ownAccepted(now)
+	case now-l.fleetAt <= time.Second:
 		// a fleet's: this process's count is only its part
 		return math.Max(float64(l.fleetAcc), l.ownAccepted(now))
 	}
-	return l.ownAccepted(now)
+	// in a fleet whose count is not known now (its store is down, or
+	// restarted and has not counted a second yet): this process's part
+	// is no measure of the capacity, and reads as a drop
+	return 0
 }
 
 // FleetAccepted tells the law the accepted rate of the whole fleet at now
