@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"runtime"
@@ -53,31 +54,85 @@ const fleetAbout = "a.test: fixed window 20/s, 100 ms + 40 ms RTT (capacity 20/s
 
 // fleetConfig is what fleet mode takes from the command line.
 type fleetConfig struct {
-	procs       []int
-	n           time.Duration // a cell's length; the outage cell runs n + outage
-	outage      time.Duration // 0: no outage cell
-	outageProcs int
-	workers     int // goroutines per host per process
-	robots      bool
-	seed        uint64
-	short       bool
-	verbose     bool
-	jsonOut     string
+	procs        []int         // the process-count cells (none: only the others)
+	n            time.Duration // a cell's length; a store-fault cell runs n + its fault
+	outage       time.Duration // Redis killed for this long; 0: no outage cell
+	outageProcs  int
+	fault        time.Duration // the proxy misbehaving for this long; 0: no garbage and slow cells
+	faultProcs   int
+	ceilingProcs int           // 0: no ceiling cell
+	timeout      time.Duration // each request's deadline
+	workers      int           // goroutines per host per process
+	runs         int
+	robots       bool
+	seed         uint64
+	short        bool
+	verbose      bool
+	jsonOut      string
 }
 
-// parseProcs reads -fleet: process counts separated by commas.
+// parseProcs reads -fleet: process counts separated by commas, or 0 for
+// none (only the ceiling and store-fault cells).
 func parseProcs(list string) ([]int, error) {
+	if strings.TrimSpace(list) == "0" {
+		return nil, nil
+	}
 	var out []int
 	for _, s := range strings.Split(list, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 || n > 64 {
-			return nil, fmt.Errorf("bench: -fleet: %q is not a process count in 1..64 (e.g. 1,2,4,8)", s)
+			return nil, fmt.Errorf("bench: -fleet: %q is not a process count in 1..64 (e.g. 1,2,4,8; 0 alone: none)", s)
 		}
 		if !slices.Contains(out, n) {
 			out = append(out, n)
 		}
 	}
 	return out, nil
+}
+
+// cellKind is what a fleet cell tests.
+type cellKind string
+
+const (
+	cellProcs   cellKind = "procs"   // N processes on both hosts
+	cellCeiling cellKind = "ceiling" // b.test alone, under its Rule.Rate
+	cellOutage  cellKind = "outage"  // Redis killed (SIGKILL), restarted empty
+	cellGarbage cellKind = "garbage" // the proxy answers bytes that are not RESP
+	cellSlow    cellKind = "slow"    // the proxy holds every reply slowReply
+)
+
+// cellSpec is one fleet cell: its kind, its processes and, for a store
+// fault, how long the store fails.
+type cellSpec struct {
+	kind  cellKind
+	procs int
+	fault time.Duration
+}
+
+// storeFault is the proxy's fault of a garbage or slow cell.
+func (c cellSpec) storeFault() storeFault {
+	switch c.kind {
+	case cellGarbage:
+		return faultGarbage
+	case cellSlow:
+		return faultSlow
+	}
+	return faultNone
+}
+
+// hosts are the hosts the cell's processes crawl.
+func (c cellSpec) hosts() []string {
+	if c.kind == cellCeiling {
+		return []string{fleetCeiled}
+	}
+	return []string{fleetTarget, fleetCeiled}
+}
+
+// fleetEnv is what every cell of a run shares: this program, to start the
+// processes, and the Redis they share (rs nil: REDIS_URL's).
+type fleetEnv struct {
+	exe, url string
+	rs       *demo.RedisServer
 }
 
 // fleetMain runs the fleet cells and reports them; it returns the exit
@@ -108,45 +163,61 @@ func fleetMain(ctx context.Context, cfg fleetConfig) int {
 		fmt.Fprintf(os.Stderr, "bench: -fleet: the Redis of REDIS_URL does not answer: %v\n", err)
 		return 1
 	}
+	env := fleetEnv{exe: exe, url: url, rs: rs}
 
 	outage := cfg.outage > 0
 	if outage && rs == nil {
 		fmt.Fprintln(os.Stderr, "bench: the outage cell kills and restarts a redis-server of the bench's own: skipped with REDIS_URL")
 		outage = false
 	}
+	var cells []cellSpec
+	for _, n := range cfg.procs {
+		cells = append(cells, cellSpec{kind: cellProcs, procs: n})
+	}
+	if cfg.ceilingProcs > 0 {
+		cells = append(cells, cellSpec{kind: cellCeiling, procs: cfg.ceilingProcs})
+	}
+	if outage {
+		cells = append(cells, cellSpec{kind: cellOutage, procs: cfg.outageProcs, fault: cfg.outage})
+	}
+	if cfg.fault > 0 {
+		cells = append(cells, cellSpec{kind: cellGarbage, procs: cfg.faultProcs, fault: cfg.fault},
+			cellSpec{kind: cellSlow, procs: cfg.faultProcs, fault: cfg.fault})
+	}
+	if len(cells) == 0 {
+		fmt.Fprintln(os.Stderr, "bench: -fleet: no cell to run (-fleet 0 with -ceiling-procs 0, -outage 0 and -fault 0)")
+		return 1
+	}
 	where := "a redis-server of its own on " + url
 	if rs == nil {
 		where = "REDIS_URL" // not printed: it may hold a password
 	}
-	fmt.Fprintf(os.Stderr, "bench: fleet cells of %v with %v processes (%d goroutines per host each)", cfg.n, cfg.procs, cfg.workers)
-	if outage {
-		fmt.Fprintf(os.Stderr, ", then %d processes for %v with Redis down for %v", cfg.outageProcs, cfg.n+cfg.outage, cfg.outage)
+	var names []string
+	for _, c := range cells {
+		names = append(names, cellName(c))
 	}
-	fmt.Fprintf(os.Stderr, "; %s\n", where)
+	fmt.Fprintf(os.Stderr, "bench: fleet cells of %v (a store fault's: %v and the fault), %d goroutines per host each, requests' deadline %v, %d run(s): %s; %s\n",
+		cfg.n, cfg.n, cfg.workers, cfg.timeout, cfg.runs, strings.Join(names, ", "), where)
 
 	began := time.Now()
 	var results []fleetResult
 	failed := false
-	runCell := func(procs int, down time.Duration) {
-		r, err := runFleetCell(ctx, cfg, exe, url, rs, procs, down)
-		if err != nil {
-			r.Err = err.Error()
-			failed = true
+	for run := 1; run <= cfg.runs && ctx.Err() == nil; run++ {
+		for _, c := range cells {
+			if ctx.Err() != nil {
+				break
+			}
+			r, err := runFleetCell(ctx, cfg, env, c, run)
+			if err != nil {
+				r.Err = err.Error()
+				failed = true
+			}
+			results = append(results, r)
+			fmt.Fprintf(os.Stderr, "  %-18s %s\n", r.label(cfg.runs), r.oneLine())
+			if cfg.verbose {
+				r.printSeconds(os.Stderr)
+			}
 		}
-		results = append(results, r)
-		fmt.Fprintf(os.Stderr, "  %-14s %s\n", r.name(), r.oneLine())
-		if cfg.verbose {
-			r.printSeconds(os.Stderr)
-		}
-	}
-	for _, n := range cfg.procs {
-		if ctx.Err() != nil {
-			break
-		}
-		runCell(n, 0)
-	}
-	if outage && ctx.Err() == nil {
-		runCell(cfg.outageProcs, cfg.outage)
 	}
 	if ctx.Err() != nil {
 		fmt.Fprintln(os.Stderr, "bench: interrupted")
@@ -156,7 +227,8 @@ func fleetMain(ctx context.Context, cfg fleetConfig) int {
 	doc := fleetDoc{
 		Command: "go run ./bench " + strings.Join(os.Args[1:], " "), Date: time.Now().Format(time.RFC3339),
 		Go: runtime.Version(), CPUs: runtime.NumCPU(), Hosts: fleetAbout, Duration: cfg.n.String(), Warmup: (cfg.n / 4).String(),
-		Outage: cfg.outage.String(), Workers: cfg.workers, Robots: cfg.robots, Redis: where, Short: cfg.short,
+		Outage: cfg.outage.String(), Fault: cfg.fault.String(), Timeout: cfg.timeout.String(), Workers: cfg.workers, Runs: cfg.runs,
+		Robots: cfg.robots, Redis: where, Short: cfg.short,
 		TookS: time.Since(began).Round(time.Second).Seconds(), Results: results,
 	}
 	printFleet(os.Stdout, &doc)
@@ -188,7 +260,9 @@ func pingRedis(url string) error {
 
 // fleetResult is one fleet cell.
 type fleetResult struct {
-	Procs int `json:"procs"`
+	Cell  cellKind `json:"cell"`
+	Procs int      `json:"procs"`
+	Run   int      `json:"run"`
 	// LengthS is the cell's length; JudgedFromS the end of its warm-up.
 	LengthS     float64 `json:"length_s"`
 	JudgedFromS float64 `json:"judged_from_s"`
@@ -210,21 +284,33 @@ type fleetResult struct {
 	CeilingMaxBin int     `json:"ceiling_max_1s"`
 	CeilingKept   bool    `json:"ceiling_kept"`
 	// ProcSends are each process's sends per second on a.test after the
-	// warm-up (its share of the fleet).
-	ProcSends []float64              `json:"proc_sends_per_s"`
-	Store     storeCost              `json:"store"`
-	CPU       cpuUse                 `json:"cpu"`
-	Outage    *outage                `json:"outage,omitempty"`
-	ByStatus  map[string]map[int]int `json:"by_status,omitempty"`
-	Err       string                 `json:"error,omitempty"`
+	// warm-up, as the process counted them.
+	ProcSends []float64 `json:"proc_sends_per_s"`
+	// Shares are how each host's requests split between the processes,
+	// per window, on the server's log (a.test's is judged; in the ceiling
+	// cell, b.test's).
+	Shares []shareWindows `json:"shares"`
+	// Requests are the fleet's requests and how they ended, whole run;
+	// ProcRequests each process's.
+	Requests     requestCount   `json:"requests"`
+	ProcRequests []requestCount `json:"proc_requests"`
+	// Stuck holds, per process whose requests outlived their deadline,
+	// where its goroutines were then.
+	Stuck map[int]string `json:"stuck_stacks,omitempty"`
+	Store storeCost      `json:"store"`
+	CPU   cpuUse         `json:"cpu"`
+	// Fault is the store fault of an outage, garbage or slow cell.
+	Fault    *faultResult           `json:"fault,omitempty"`
+	ByStatus map[string]map[int]int `json:"by_status,omitempty"`
+	Err      string                 `json:"error,omitempty"`
 
 	accepted, rejected, ceiled []time.Duration // for -v
 	n                          time.Duration
 }
 
 // storeCost is what the fleet paid Redis after the warm-up: the round
-// trip of each call (Acquire, Release, Renew) that succeeded, and calls
-// per request on the wire.
+// trip of each command its stores sent that succeeded, and commands per
+// request on the wire.
 type storeCost struct {
 	Calls        int     `json:"calls"`
 	Sends        int     `json:"sends"`
@@ -249,91 +335,53 @@ type cpuUse struct {
 	Known     bool    `json:"known"`
 }
 
-// outage is what the outage cell measures: Redis killed at KillAtS (on the
-// server's clock) and answering again at BackAtS.
-type outage struct {
-	KillAtS float64 `json:"kill_at_s"`
-	BackAtS float64 `json:"back_at_s"`
-	// SharedRate is the rate the fleet last agreed on before the kill (the
-	// mean over processes of a.test's rate in force at their last sample);
-	// BeforeRate the fleet's measured send rate on a.test over the 5 s
-	// before the kill.
-	SharedRate float64 `json:"shared_rate"`
-	BeforeRate float64 `json:"before_rate"`
-	// During the outage, on a.test: requests and rejections, the mean send
-	// rate, the sends of each whole second, the busiest, and how far it
-	// went over SharedRate.
-	Sent          int     `json:"sent"`
-	Rejected      int     `json:"rejected"`
-	RejectedPct   float64 `json:"rejected_pct"`
-	Rate          float64 `json:"rate"`
-	Bins          []int   `json:"sends_per_s"`
-	MaxBin        int     `json:"max_1s"`
-	OverSharedPct float64 `json:"max_over_shared_pct"`
-	// The same on b.test, against its ceiling (the rate its fleet shares
-	// is Rule.Rate).
-	CeilingRate    float64 `json:"ceiling_rate"`
-	CeilingBins    []int   `json:"ceiling_sends_per_s"`
-	CeilingMaxBin  int     `json:"ceiling_max_1s"`
-	CeilingOverPct float64 `json:"ceiling_max_over_pct"`
-	// SharedAgainS is the time from Redis answering again to the last
-	// process saying "shared store back"; null if one never said so.
-	SharedAgainS     *float64   `json:"shared_again_s"`
-	SharedAgainProcS []*float64 `json:"shared_again_per_proc_s"`
-	Unreachable      int        `json:"unreachable_lines"`
-	Back             int        `json:"back_lines"`
-	// After: from 5 s after Redis is back to the end.
-	AfterGoodputPct  float64 `json:"after_goodput_pct"`
-	AfterRejectedPct float64 `json:"after_rejected_pct"`
-	// Timeline is each process's view of a.test, second by second of the
-	// server's clock (its last sample in that second): how the fleet's
-	// rate, estimate and concurrency limit went through the outage.
-	Timeline []procTimeline `json:"timeline"`
-}
-
-// procTimeline is one process's a.test snapshots, one per second (-1:
-// no sample in that second).
-type procTimeline struct {
-	Proc     int       `json:"proc"`
-	Rate     []float64 `json:"rate"`
-	Estimate []float64 `json:"estimate"`
-	Limit    []float64 `json:"limit"`
-}
-
-// timeline is r's a.test samples, one per second of [0, n).
-func timeline(r childReport, n time.Duration, at func(int64) time.Duration) procTimeline {
-	secs := int(n / time.Second)
-	t := procTimeline{Proc: r.Proc, Rate: make([]float64, secs), Estimate: make([]float64, secs), Limit: make([]float64, secs)}
-	for i := range secs {
-		t.Rate[i], t.Estimate[i], t.Limit[i] = -1, -1, -1
-	}
-	for _, s := range r.Samples {
-		if i := int(at(s.At) / time.Second); s.Host == fleetTarget && i >= 0 && i < secs {
-			t.Rate[i], t.Estimate[i], t.Limit[i] = round2(s.Rate), round2(s.Estimate), round2(s.Limit)
-		}
-	}
-	return t
-}
-
 func round2(x float64) float64 { return math.Round(x*100) / 100 }
 
-func (r *fleetResult) name() string {
-	if r.Outage != nil {
-		return fmt.Sprintf("outage, %d procs", r.Procs)
+// cellName names a cell in the report.
+func cellName(c cellSpec) string {
+	if c.kind == cellProcs {
+		return fmt.Sprintf("%d procs", c.procs)
 	}
-	return fmt.Sprintf("%d procs", r.Procs)
+	return fmt.Sprintf("%s, %d procs", c.kind, c.procs)
 }
 
-// runFleetCell runs one cell: a fresh testserver, procs processes of this
-// program crawling it through Redis for cfg.n (plus down, with Redis
-// killed for down from the middle of cfg.n on), and the measures.
-func runFleetCell(ctx context.Context, cfg fleetConfig, exe, url string, rs *demo.RedisServer, procs int, down time.Duration) (fleetResult, error) {
-	length, warm := cfg.n+down, cfg.n/4
-	res := fleetResult{Procs: procs, LengthS: length.Seconds(), JudgedFromS: warm.Seconds(), Ceiling: fleetCeiling, n: length}
-	if down > 0 {
-		res.Outage = &outage{}
+func (r *fleetResult) name() string { return cellName(cellSpec{kind: r.Cell, procs: r.Procs}) }
+
+// label is the cell's name and, with several runs, its run.
+func (r *fleetResult) label(runs int) string {
+	if runs > 1 {
+		return fmt.Sprintf("%s #%d", r.name(), r.Run)
 	}
-	srv, err := testserver.New(testserver.Config{Hosts: fleetHosts(), Network: testserver.Loopback, Seed: int64(cfg.seed)})
+	return r.name()
+}
+
+// judgedShares is the split the cell is judged on: a.test's, or b.test's
+// in the ceiling cell.
+func (r *fleetResult) judgedShares() *shareWindows {
+	host := fleetTarget
+	if r.Cell == cellCeiling {
+		host = fleetCeiled
+	}
+	for i := range r.Shares {
+		if r.Shares[i].Host == host {
+			return &r.Shares[i]
+		}
+	}
+	return nil
+}
+
+// runFleetCell runs one cell: a fresh testserver, c.procs processes of
+// this program crawling it through Redis for cfg.n (plus c.fault, with the
+// store failing for c.fault from the middle of cfg.n on), and the
+// measures.
+func runFleetCell(ctx context.Context, cfg fleetConfig, env fleetEnv, c cellSpec, run int) (fleetResult, error) {
+	length, warm := cfg.n+c.fault, cfg.n/4
+	res := fleetResult{Cell: c.kind, Procs: c.procs, Run: run, LengthS: length.Seconds(), JudgedFromS: warm.Seconds(), Ceiling: fleetCeiling, n: length}
+	if c.fault > 0 {
+		res.Fault = &faultResult{Kind: string(c.kind)}
+	}
+	srv, err := testserver.New(testserver.Config{Hosts: fleetHosts(), Network: testserver.Loopback,
+		Seed: int64(cfg.seed) + int64(run) - 1, ClientHeader: clientHeader})
 	if err != nil {
 		return res, err
 	}
@@ -342,59 +390,89 @@ func runFleetCell(ctx context.Context, cfg fleetConfig, exe, url string, rs *dem
 	wall := func(d time.Duration) time.Time { return origin.Add(d) }
 	at := func(ns int64) time.Duration { return time.Unix(0, ns).Sub(origin) }
 
+	// the store the processes reach: Redis, or the proxy before it
+	storeURL := env.url
+	var proxy *faultProxy
+	if f := c.storeFault(); f != faultNone {
+		if storeURL, proxy, err = behindProxy(env.url); err != nil {
+			return res, err
+		}
+		defer proxy.Close()
+	}
+
 	hosts := map[string]string{}
-	for _, h := range srv.Hosts() {
+	for _, h := range c.hosts() {
 		hosts[h] = strings.TrimPrefix(srv.HostURL(h), "http://")
 	}
-	cc := childConfig{Redis: url, Prefix: fmt.Sprintf("bench-fleet:%d", time.Now().UnixNano()), Hosts: hosts,
+	cc := childConfig{Redis: storeURL, Prefix: fmt.Sprintf("bench-fleet:%d", time.Now().UnixNano()), Hosts: hosts,
 		Workers: cfg.workers, Ceilings: map[string]float64{fleetCeiled: fleetCeiling}, Robots: cfg.robots,
-		JudgeFrom: wall(warm).UnixNano(), End: wall(length).UnixNano()}
+		JudgeFrom: wall(warm).UnixNano(), End: wall(length).UnixNano(), Timeout: cfg.timeout}
 
 	// redis-server's CPU: the process running now, and the one killed
-	cpu0, redisFrom := readCPU(), redisTicks(rs)
+	cpu0, redisFrom := readCPU(), redisTicks(env.rs)
 	var redisUsed uint64
 	var fl fleetProcs
 	defer fl.kill()
-	for i := range procs {
+	for i := range c.procs {
 		cc.Proc = i + 1
-		if err := fl.start(exe, cc); err != nil {
+		if err := fl.start(env.exe, cc); err != nil {
 			return res, err
 		}
 	}
 
-	// the outage: Redis killed (a crash) at the middle of cfg.n, started
-	// again (empty, on the same port) down later
-	var killedAt, backAt, restartAt time.Duration
-	var outErr error
-	var outWG sync.WaitGroup
-	if down > 0 {
-		outWG.Go(func() {
+	// the store fault, from the middle of cfg.n on: Redis killed (a crash)
+	// and started again, empty, on the same port; or the proxy misbehaving
+	var faultAt, healedAt time.Duration
+	var restartedEmpty bool
+	var faultErr error
+	var faultWG sync.WaitGroup
+	if c.fault > 0 {
+		faultWG.Go(func() {
 			if demo.Sleep(ctx, cfg.n/2-srv.Elapsed()) != nil {
 				return
 			}
-			redisUsed += since(redisFrom, redisTicks(rs))
-			rs.Kill()
-			killedAt = srv.Elapsed()
-			if demo.Sleep(ctx, killedAt+down-srv.Elapsed()) != nil {
+			if c.kind == cellOutage {
+				if faultErr = markRedis(env.rs); faultErr != nil {
+					return
+				}
+				redisUsed += since(redisFrom, redisTicks(env.rs))
+				env.rs.Kill()
+			} else {
+				proxy.Set(c.storeFault())
+			}
+			faultAt = srv.Elapsed()
+			if demo.Sleep(ctx, faultAt+c.fault-srv.Elapsed()) != nil {
 				return
 			}
-			restartAt = srv.Elapsed()
-			outErr = rs.Start()
-			backAt = srv.Elapsed()
-			redisFrom = redisTicks(rs)
+			if c.kind == cellOutage {
+				if faultErr = env.rs.Start(); faultErr != nil {
+					return
+				}
+				healedAt = srv.Elapsed()
+				redisFrom = redisTicks(env.rs)
+				restartedEmpty, faultErr = emptyRedis(env.rs)
+			} else {
+				proxy.Set(faultNone)
+				healedAt = srv.Elapsed()
+			}
 		})
 	}
 	demo.Sleep(ctx, length-srv.Elapsed())
 	a, b := srv.Stats(fleetTarget), srv.Stats(fleetCeiled)
-	outWG.Wait()
-	reports, waitErr := fl.stop(20 * time.Second)
+	faultWG.Wait()
+	// the processes stop starting requests at the end; those under way
+	// have their deadline to end
+	reports, waitErr := fl.wait(cfg.timeout + 15*time.Second)
 	cpu1 := readCPU()
-	redisUsed += since(redisFrom, redisTicks(rs))
+	redisUsed += since(redisFrom, redisTicks(env.rs))
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
-	if outErr != nil {
-		return res, fmt.Errorf("bench: restarting redis-server: %w", outErr)
+	if faultErr != nil {
+		return res, fmt.Errorf("bench: the store fault: %w", faultErr)
+	}
+	if c.kind == cellOutage && !restartedEmpty {
+		waitErr = errors.Join(waitErr, errors.New("bench: redis-server came back with the data it had before the kill: not the outage this cell measures"))
 	}
 
 	// a.test and b.test, after the warm-up
@@ -412,10 +490,29 @@ func runFleetCell(ctx context.Context, cfg fleetConfig, exe, url string, rs *dem
 	res.ByStatus = map[string]map[int]int{fleetTarget: a.ByStatus, fleetCeiled: b.ByStatus}
 	res.accepted, res.rejected, res.ceiled = a.Accepted, a.Rejected, bs
 
+	// the split between the processes, while every one had URLs queued
+	// (from its first request to the end), after the warm-up
+	from := warm
+	for _, r := range reports {
+		from = max(from, at(r.Began))
+	}
+	for _, h := range c.hosts() {
+		st := map[string]testserver.Stats{fleetTarget: a, fleetCeiled: b}[h]
+		res.Shares = append(res.Shares, measureShares(h, st.Clients, c.procs, from, to))
+	}
+
 	// the processes' reports
 	var rtts []int64
 	for _, r := range reports {
 		res.ProcSends = append(res.ProcSends, float64(r.Sends[fleetTarget])/(to-warm).Seconds())
+		res.ProcRequests = append(res.ProcRequests, r.Requests)
+		if r.Stuck != "" {
+			if res.Stuck == nil {
+				res.Stuck = map[int]string{}
+			}
+			res.Stuck[r.Proc] = r.Stuck
+		}
+		res.Requests.add(r.Requests)
 		for _, n := range r.Sends {
 			res.Store.Sends += n
 		}
@@ -445,87 +542,81 @@ func runFleetCell(ctx context.Context, cfg fleetConfig, exe, url string, rs *dem
 		res.CPU.OthersPct = max(res.CPU.BusyPct-res.CPU.BenchPct-res.CPU.RedisPct-res.CPU.FleetPct, 0)
 	}
 
-	if o := res.Outage; o != nil {
-		measureOutage(o, a, bs, reports, warm, killedAt, restartAt, backAt, length, at)
+	if f := res.Fault; f != nil {
+		if c.kind == cellOutage {
+			f.RestartedEmpty = &restartedEmpty
+		}
+		// the fault ends when Redis answers again, or the proxy is healed
+		measureFault(f, a, b, reports, warm, faultAt, healedAt, length, at)
 	}
 	return res, waitErr
 }
 
-// measureOutage fills o: a.test's sends and rejections while Redis was
-// down, against the rate the fleet last shared, and how soon each process
-// shared again once Redis answered.
-func measureOutage(o *outage, a testserver.Stats, ceiled []time.Duration, reports []childReport, warm, killedAt, restartAt, backAt, length time.Duration,
-	at func(int64) time.Duration) {
-	o.KillAtS, o.BackAtS = killedAt.Seconds(), backAt.Seconds()
-	sends := append(slices.Clone(a.Accepted), a.Rejected...)
-	before := max(warm, killedAt-5*time.Second)
-	o.BeforeRate = float64(demo.CountIn(sends, before, killedAt)) / (killedAt - before).Seconds()
-	var shared []float64
-	for _, r := range reports {
-		last := -1
-		for i, s := range r.Samples {
-			if s.Host == fleetTarget && at(s.At) < killedAt {
-				last = i
-			}
+// add counts o's requests in r.
+func (r *requestCount) add(o requestCount) {
+	r.Started += o.Started
+	r.Answered += o.Answered
+	r.Errors += o.Errors
+	r.TimedOut += o.TimedOut
+	r.Unended += o.Unended
+	r.SlowestMs = max(r.SlowestMs, o.SlowestMs)
+}
+
+// behindProxy starts a faultProxy before the Redis of rawURL and returns
+// the URL that reaches Redis through it.
+func behindProxy(rawURL string) (string, *faultProxy, error) {
+	opt, err := redis.ParseURL(rawURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("bench: the Redis URL: %w", err)
+	}
+	p, err := startFaultProxy(opt.Addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("bench: the store's proxy: %w", err)
+	}
+	u, err := neturl.Parse(rawURL)
+	if err != nil {
+		p.Close()
+		return "", nil, fmt.Errorf("bench: the Redis URL: %w", err)
+	}
+	u.Host = p.Addr()
+	return u.String(), p, nil
+}
+
+// sentinelKey is written to Redis before it is killed: gone after the
+// restart, the store came back empty.
+const sentinelKey = "bench-fleet:before-the-kill"
+
+func markRedis(rs *demo.RedisServer) error {
+	return withRedis(rs, func(ctx context.Context, c *redis.Client) error {
+		return c.Set(ctx, sentinelKey, "1", 0).Err()
+	})
+}
+
+// emptyRedis reports whether the Redis restarted has lost what it held
+// before the kill (and is set to persist nothing).
+func emptyRedis(rs *demo.RedisServer) (bool, error) {
+	empty := false
+	err := withRedis(rs, func(ctx context.Context, c *redis.Client) error {
+		n, err := c.Exists(ctx, sentinelKey).Result()
+		if err != nil {
+			return err
 		}
-		if last >= 0 {
-			shared = append(shared, r.Samples[last].Rate)
+		conf, err := c.ConfigGet(ctx, "*").Result()
+		if err != nil {
+			return err
 		}
-	}
-	if len(shared) > 0 {
-		for _, s := range shared {
-			o.SharedRate += s / float64(len(shared))
-		}
-	}
-	o.Rejected = demo.CountIn(a.Rejected, killedAt, backAt)
-	o.Sent = demo.CountIn(a.Accepted, killedAt, backAt) + o.Rejected
-	o.RejectedPct = percent(o.Rejected, o.Sent)
-	o.Rate = float64(o.Sent) / (backAt - killedAt).Seconds()
-	o.Bins = bins(sends, killedAt, backAt)
-	o.MaxBin = slices.Max(append(o.Bins, 0))
-	if o.SharedRate > 0 {
-		o.OverSharedPct = (float64(o.MaxBin)/o.SharedRate - 1) * 100
-	}
-	o.CeilingRate = float64(demo.CountIn(ceiled, killedAt, backAt)) / (backAt - killedAt).Seconds()
-	o.CeilingBins = bins(ceiled, killedAt, backAt)
-	o.CeilingMaxBin = slices.Max(append(o.CeilingBins, 0))
-	o.CeilingOverPct = (float64(o.CeilingMaxBin)/fleetCeiling - 1) * 100
-	// shared again: each process's first "shared store back" after the
-	// restart began, counted from the moment Redis answered
-	var slowest time.Duration
-	all := true
-	for _, r := range reports {
-		var got *float64
-		for _, l := range r.Logs {
-			switch {
-			case strings.Contains(l.Msg, "unreachable"):
-				o.Unreachable++
-			case strings.Contains(l.Msg, "back"):
-				o.Back++
-				if d := at(l.At); got == nil && d >= restartAt {
-					s := max(d-backAt, 0)
-					slowest = max(slowest, s)
-					v := s.Seconds()
-					got = &v
-				}
-			}
-		}
-		all = all && got != nil
-		o.SharedAgainProcS = append(o.SharedAgainProcS, got)
-	}
-	if all && len(reports) > 0 {
-		v := slowest.Seconds()
-		o.SharedAgainS = &v
-	}
-	for _, r := range reports {
-		o.Timeline = append(o.Timeline, timeline(r, length, at))
-	}
-	after := backAt + 5*time.Second
-	if after < length {
-		acc, rej := demo.CountIn(a.Accepted, after, length), demo.CountIn(a.Rejected, after, length)
-		o.AfterGoodputPct = float64(acc) / (length - after).Seconds() / fleetCapacity * 100
-		o.AfterRejectedPct = percent(rej, acc+rej)
-	}
+		empty = n == 0 && conf["save"] == "" && conf["appendonly"] == "no"
+		return nil
+	})
+	return empty, err
+}
+
+func withRedis(rs *demo.RedisServer, fn func(context.Context, *redis.Client) error) error {
+	c := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return fn(ctx, c)
 }
 
 // since is b - a, ticks counted from a (0 if the counter went back: a
@@ -605,7 +696,7 @@ type fleetProc struct {
 }
 
 // start runs this program as fleet process cc.Proc. Its standard input is
-// a pipe: when it closes (stop, or this process dies) the child stops.
+// a pipe: when it closes (wait, or this process dies) the child stops.
 func (f *fleetProcs) start(exe string, cc childConfig) error {
 	arg, err := json.Marshal(cc)
 	if err != nil {
@@ -626,22 +717,32 @@ func (f *fleetProcs) start(exe string, cc childConfig) error {
 	return nil
 }
 
-// stop tells the processes to stop, waits up to grace for them, kills
-// those still running, and reads their reports.
-func (f *fleetProcs) stop(grace time.Duration) ([]childReport, error) {
-	for _, p := range f.ps {
-		p.stdin.Close()
-	}
+// wait waits up to grace for the processes to end by themselves (at the
+// cell's end, once their requests under way have ended), then tells those
+// still running to stop and kills them if they do not; it reads their
+// reports.
+func (f *fleetProcs) wait(grace time.Duration) ([]childReport, error) {
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	var errs []error
+	late := false
 	for i, p := range f.ps {
 		select {
 		case <-p.done:
 		case <-t.C:
-			f.kill()
-			errs = append(errs, fmt.Errorf("bench: fleet process %d still running %v after the end: killed", i+1, grace))
+			late = true
 		}
+		if late {
+			errs = append(errs, fmt.Errorf("bench: fleet process %d still running %v after the end: stopped", i+1, grace))
+			break
+		}
+	}
+	for _, p := range f.ps {
+		p.stdin.Close() // the processes still running stop
+	}
+	if late {
+		stop := time.AfterFunc(5*time.Second, f.kill)
+		defer stop.Stop()
 	}
 	var reports []childReport
 	for i, p := range f.ps {

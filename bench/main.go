@@ -95,9 +95,10 @@
 // -fleet runs several OS processes as one polite client through Redis
 // (polite.Config.Store with package redisstore) instead of the scenarios:
 //
-//	go run ./bench -fleet 1,2,4,8 -json bench/results-fleet.json -v   # 60-s cells, then the outage cell (about 6 minutes)
-//	go run ./bench -fleet 1,2,4,8 -duration 30s -outage 0            # shorter cells, no outage cell
-//	go run ./bench -short -fleet 1,2                                  # smoke run: 3-s cells, a 1-s outage; nothing is judged
+//	go run ./bench -fleet 1,2,4,8 -json bench/results-fleet.json -v   # 60-s cells, the ceiling cell, then the three store faults (about 10 minutes)
+//	go run ./bench -fleet 1,2,4,8 -duration 30s -outage 0 -fault 0   # shorter cells, no store fault
+//	go run ./bench -fleet 0 -outage 0 -fault 0 -runs 6               # the ceiling cell alone, six times
+//	go run ./bench -short -fleet 1,2                                  # smoke run: 3-s cells, 1-s faults, 5-s deadlines; nothing is judged
 //
 // The bench starts one redis-server on a free loopback port (REDIS_URL, if
 // set, is used instead, and the outage cell is skipped: it kills Redis;
@@ -111,38 +112,72 @@
 // its own Colly collector and adaptive.Attach sharing one Redis, and
 // -fleet-workers goroutines per host, crawling both hosts by name
 // (http://a.test, dialled at the host's listener) for -duration (default
-// 60 s in fleet mode). robots.txt is off unless -fleet-robots: testserver
-// answers robots.txt without the origin's processing time, and that
-// round trip becomes the scope's unloaded minimum, so that
-// the latency knee holds the concurrency limit at 1 whatever the fleet.
-// Each process times its store calls and reports as JSON on its standard
-// output; processes stop by themselves at the end of the cell, when the
-// bench's pipe to them closes, or (Linux) when the bench dies. Per N, after
-// the warm-up (the first quarter):
+// 60 s in fleet mode). Each request has a deadline of -fleet-timeout
+// (Colly's request timeout, 30 s). robots.txt is off unless -fleet-robots:
+// testserver answers robots.txt without the origin's processing time, and
+// that round trip becomes the scope's unloaded minimum, so that the
+// latency knee holds the concurrency limit at 1 whatever the fleet.
+// Each process names itself on every request (an X-Fleet-Process header
+// that the testserver's log splits by: testserver.Config.ClientHeader),
+// times its store's Redis commands (a go-redis hook: the controller gets
+// redisstore's Store itself), samples its controller's Snapshot of each
+// host every 100 ms, counts its requests as they start and end, and
+// reports as JSON on its standard output. At the end of the cell it stops
+// starting requests; those under way run to their end, or their deadline.
+// A process stops by itself then, when the bench's pipe to it closes, or
+// (Linux) when the bench dies. -runs N runs every cell N times (run k with
+// the server's seed -seed + k - 1) and adds each cell's median and worst.
+// Per cell, after the warm-up (the first quarter):
 //
 //	goodput       a.test's accepted requests per second, and as a share of 20/s
 //	rejected      a.test's 429s as a share of its requests
 //	violations    pause violations (testserver's), both hosts, whole run
+//	share x N     each process's share of a.test's requests (accepted and
+//	              rejected, on the server's log) in each 10-s window while
+//	              every process had URLs queued, times N: the least and the
+//	              most over processes and windows (1 and 1: an even split)
 //	per process   the least and the most one process sent per second to
-//	              a.test (the spread of the fleet's shares)
+//	              a.test, as the processes counted
 //	b.test        the fleet's rate on b.test and its busiest second; the
 //	              ceiling is kept if the rate is within 2 % of 10/s
-//	store RTT     mean, median and 99th percentile of the processes'
-//	              Acquire, Release and Renew calls that succeeded
-//	calls/send    store calls per request on the wire (all hosts; a.test alone)
+//	requests      the fleet's requests (calls of Visit), whole run; those
+//	              that timed out (ended by their deadline) and those still
+//	              running 5 s after it (unended): both are lost; the
+//	              slowest to end
+//	store RTT     mean, median and 99th percentile of the Redis commands
+//	              that succeeded
+//	calls/send    Redis commands per request on the wire (all hosts; a.test
+//	              alone, by the scope the command's keys name)
 //	CPU           the machine's busy share during the cell, and the fleet's
 //	              processes', redis-server's and the rest's (Linux)
 //
-// Then the outage cell: -outage-procs processes for -duration + -outage,
-// Redis killed (SIGKILL) at half of -duration and started again, empty, on
-// the same port -outage later. It reports a.test's rejected share while
-// Redis is down; the fleet's requests in each second of the outage, on
-// a.test against the last shared rate (the rate in force in each process
-// just before the kill, averaged) and on b.test against its ceiling; and
-// the time from Redis answering again to the last process logging "shared
-// store back" (each process reports its log lines with their times).
-// Its JSON (and -v) also holds each process's a.test rate, estimate and
-// concurrency limit, second by second.
+// The split section gives each process's accepted requests per window.
+// After the process-count cells:
+//
+//	ceiling       -ceiling-procs processes crawl b.test alone (Rule.Rate
+//	              10/s, -fleet-workers each), judged on b.test's split
+//	              and on requests lost
+//	outage        -outage-procs processes for -duration + -outage, Redis
+//	              killed (SIGKILL) at half of -duration and started again
+//	              on the same port -outage later, empty (a key written
+//	              before the kill must be gone, and Redis saves nothing)
+//	garbage       -fault-procs processes for -duration + -fault, their
+//	              Redis behind a TCP proxy on loopback that, from half of
+//	              -duration on and for -fault, answers every command with
+//	              bytes that are not RESP (faultproxy.go)
+//	slow          the same, the proxy holding every reply 1.5 s
+//
+// For each store fault: a.test's rejected share during it; the fleet's
+// requests in each second of the fault and of the 10 s after it, on a.test
+// against the last shared rate (each process's last Snapshot.FleetRate
+// with the store shared before the fault, averaged) and on b.test against
+// its ceiling; a.test's goodput in the 10 s after, as a share of capacity;
+// the longest silence on a.test from the fault on; and the time from the
+// store answering again (Redis up, the proxy healed) to the last process
+// sampling Snapshot.FleetShared true on every host it crawls. The JSON
+// (and -v) also hold each process's a.test rate, fleet rate, estimate,
+// concurrency limit and sharing, second by second, and, when requests
+// outlived their deadline, where that process's goroutines were.
 package main
 
 import (
@@ -189,19 +224,25 @@ func main() {
 	outageProcs := flag.Int("outage-procs", 4, "fleet mode: processes in the outage cell")
 	fleetWorkers := flag.Int("fleet-workers", 6, "fleet mode: goroutines per host in each process")
 	fleetRobots := flag.Bool("fleet-robots", false, "fleet mode: robots.txt on in the fleet's controllers (Attach's default; off by default here: see the doc comment)")
+	fault := flag.Duration("fault", 6*time.Second, "fleet mode: how long the proxy between the fleet and Redis misbehaves in the garbage and slow cells; 0: no such cells")
+	faultProcs := flag.Int("fault-procs", 2, "fleet mode: processes in the garbage and slow cells")
+	ceilingProcs := flag.Int("ceiling-procs", 2, "fleet mode: processes in the ceiling cell (b.test alone under Rule.Rate 10/s); 0: no ceiling cell")
+	fleetTimeout := flag.Duration("fleet-timeout", 30*time.Second, "fleet mode: each request's deadline (Colly's request timeout); a request that reaches it is lost")
 	flag.Parse()
 	if *fleet != "" {
 		procs, err := parseProcs(*fleet)
 		if err != nil {
 			log.Fatal(err)
 		}
-		demo.Short(*short, map[string]string{"duration": "3s", "outage": "1s", "outage-procs": "2"})
+		demo.Short(*short, map[string]string{"duration": "3s", "outage": "1s", "outage-procs": "2", "fault": "1s", "fleet-timeout": "5s"})
 		demo.Short(true, map[string]string{"duration": "60s"}) // fleet cells are 60 s unless -duration says otherwise
-		if *duration < 2*time.Second || *outage < 0 || *outageProcs < 1 || *fleetWorkers < 1 {
-			log.Fatal("bench: fleet mode needs -duration >= 2s, -outage >= 0, -outage-procs >= 1 and -fleet-workers >= 1")
+		if *duration < 2*time.Second || *outage < 0 || *outageProcs < 1 || *fault < 0 || *faultProcs < 1 || *ceilingProcs < 0 ||
+			*fleetTimeout <= 0 || *fleetWorkers < 1 || *runs < 1 {
+			log.Fatal("bench: fleet mode needs -duration >= 2s, -outage >= 0, -outage-procs >= 1, -fault >= 0, -fault-procs >= 1, -ceiling-procs >= 0, -fleet-timeout > 0, -fleet-workers >= 1 and -runs >= 1")
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		code := fleetMain(ctx, fleetConfig{procs: procs, n: *duration, outage: *outage, outageProcs: *outageProcs,
+			fault: *fault, faultProcs: *faultProcs, ceilingProcs: *ceilingProcs, timeout: *fleetTimeout, runs: *runs,
 			workers: *fleetWorkers, robots: *fleetRobots, seed: *seed, short: *short, verbose: *verbose, jsonOut: *jsonOut})
 		stop()
 		os.Exit(code)

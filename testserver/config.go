@@ -408,6 +408,11 @@ type Config struct {
 	Network Network
 	// Seed seeds the per-host PRNGs (latency jitter).
 	Seed int64
+	// ClientHeader names a request header that says which client sent a
+	// request (e.g. "X-Client"), for a run of several clients against one
+	// host: Stats.Clients then splits Accepted and Rejected by its value.
+	// Empty means no split (Stats.Clients is nil).
+	ClientHeader string
 }
 
 // DefaultHost is the host name used when Config.Hosts is empty.
@@ -444,6 +449,18 @@ const (
 
 func configErr(host, format string, args ...any) error {
 	return fmt.Errorf("%w: host %q: %s", ErrConfig, host, fmt.Sprintf(format, args...))
+}
+
+// validHeaderName reports whether name is empty or an HTTP token (RFC 9110
+// field-name).
+func validHeaderName(name string) bool {
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // validateHostName accepts lower-case DNS-like names and IP literals without a
@@ -637,6 +654,9 @@ func validFieldValue(v string) bool {
 func (cfg *Config) validate() ([]string, error) {
 	if cfg.Network < DefaultNetwork || cfg.Network > Memory {
 		return nil, fmt.Errorf("%w: unknown Network %d", ErrConfig, int(cfg.Network))
+	}
+	if !validHeaderName(cfg.ClientHeader) {
+		return nil, fmt.Errorf("%w: ClientHeader %q is not a header name", ErrConfig, cfg.ClientHeader)
 	}
 	if len(cfg.Hosts) == 0 {
 		return []string{DefaultHost}, nil

@@ -37,6 +37,7 @@ type host struct {
 	requests, robots, violations, banCount int
 	byStatus                               map[int]int
 	accepted, rejected, latencies          []time.Duration
+	clients                                map[string]*ClientStats // with Config.ClientHeader only
 	perSecond                              []int
 }
 
@@ -155,11 +156,32 @@ func (h *host) count(status int) {
 	h.byStatus[status]++
 }
 
-// reject records a request that the limit or a ban refused. h.mu must be
-// held.
-func (h *host) reject(e time.Duration, status int) {
+// reject records a request of client that the limit or a ban refused.
+// h.mu must be held.
+func (h *host) reject(e time.Duration, status int, client *ClientStats) {
 	h.rejected = append(h.rejected, e)
+	if client != nil {
+		client.Rejected = append(client.Rejected, e)
+	}
 	h.count(status)
+}
+
+// client is the record of r's client (Config.ClientHeader), nil without
+// the header configured. h.mu must be held.
+func (h *host) client(r *http.Request) *ClientStats {
+	if h.srv.client == "" {
+		return nil
+	}
+	id := r.Header.Get(h.srv.client)
+	c := h.clients[id]
+	if c == nil {
+		if h.clients == nil {
+			h.clients = map[string]*ClientStats{}
+		}
+		c = &ClientStats{}
+		h.clients[id] = c
+	}
+	return c
 }
 
 // feedBan feeds the ban counter with a rejection at e. h.mu must be held.
@@ -327,6 +349,12 @@ func (h *host) stats(e time.Duration) Stats {
 	for k, v := range h.byStatus {
 		st.ByStatus[k] = v
 	}
+	if h.srv.client != "" {
+		st.Clients = make(map[string]ClientStats, len(h.clients))
+		for id, c := range h.clients {
+			st.Clients[id] = ClientStats{Accepted: slices.Clone(c.Accepted), Rejected: slices.Clone(c.Rejected)}
+		}
+	}
 	return st
 }
 
@@ -352,7 +380,7 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e := now.Sub(s.start)
 	h.arrive(e)
 	if e < h.banUntil {
-		h.reject(e, http.StatusForbidden)
+		h.reject(e, http.StatusForbidden, h.client(r))
 		qh := h.quota(now, e)
 		h.mu.Unlock()
 		s.deliver(r, down)
@@ -366,7 +394,7 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status := h.excessStatus()
 		ra, pause, dated := h.retryAfter(now, wait)
 		h.feedBan(e)
-		h.reject(e, status)
+		h.reject(e, status, h.client(r))
 		qh := h.quota(now, e)
 		h.mu.Unlock()
 		s.deliver(r, down)
@@ -385,6 +413,9 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	adv := h.pol.Adversary
 	h.accepted = append(h.accepted, e)
+	if c := h.client(r); c != nil {
+		c.Accepted = append(c.Accepted, e)
+	}
 	sec := int(e / time.Second)
 	for len(h.perSecond) <= sec {
 		h.perSecond = append(h.perSecond, 0)

@@ -23,6 +23,7 @@ type Server struct {
 
 	start   time.Time
 	seed    int64
+	client  string // Config.ClientHeader
 	network Network
 	names   []string
 	hosts   map[string]*host
@@ -60,6 +61,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		start:   time.Now(),
 		seed:    cfg.Seed,
+		client:  cfg.ClientHeader,
 		network: network,
 		names:   names,
 		hosts:   make(map[string]*host, len(names)),

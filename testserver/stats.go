@@ -72,10 +72,25 @@ type Stats struct {
 	// counted either. In real time a request already in flight may arrive
 	// a moment later and be counted.
 	PauseViolations int
+	// Clients splits Accepted and Rejected by client, when
+	// Config.ClientHeader names a header: the key is its value in the
+	// request ("" without it), and each entry holds that client's share of
+	// Accepted and Rejected (robots.txt is not included), on their clock
+	// and in order. Nil without Config.ClientHeader. It costs one more
+	// time.Duration per request.
+	Clients map[string]ClientStats
 	// Robots counts robots.txt requests.
 	Robots int
 	// Banned reports whether the host is banning at the time of the call.
 	Banned bool
 	// BanCount counts the bans started.
 	BanCount int
+}
+
+// ClientStats is what one host saw of one client (Stats.Clients): the
+// arrival times of its requests that the host admitted and refused, as in
+// Stats.Accepted and Stats.Rejected.
+type ClientStats struct {
+	Accepted []time.Duration
+	Rejected []time.Duration
 }
