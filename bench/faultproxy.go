@@ -50,39 +50,24 @@ var garbageReply = []byte("?this is not RESP\r\n")
 //
 // Safe for concurrent use; Close is idempotent.
 type faultProxy struct {
-	ln     net.Listener
-	target string
-	dialer net.Dialer
-
-	mu     sync.Mutex
-	fault  storeFault            // guarded by mu
-	healed chan struct{}         // guarded by mu: closed when the fault in force ends
-	conns  map[net.Conn]struct{} // guarded by mu
-	closed bool                  // guarded by mu
-	done   chan struct{}
-	wg     sync.WaitGroup
+	relays
+	fault  storeFault    // guarded by mu
+	healed chan struct{} // guarded by mu: closed when the fault in force ends
 }
 
 // startFaultProxy listens on a free loopback port and relays to target
 // ("127.0.0.1:PORT"), healthy until Set says otherwise.
 func startFaultProxy(target string) (*faultProxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	p := newFaultProxy(target)
+	if err := p.listen(p.relay); err != nil {
 		return nil, err
 	}
-	p := newFaultProxy(target)
-	p.ln = ln
-	p.wg.Go(p.accept)
 	return p, nil
 }
 
 func newFaultProxy(target string) *faultProxy {
-	return &faultProxy{target: target, healed: make(chan struct{}), conns: map[net.Conn]struct{}{},
-		done: make(chan struct{}), dialer: net.Dialer{Timeout: time.Second}}
+	return &faultProxy{relays: newRelays(target, time.Second), healed: make(chan struct{})}
 }
-
-// Addr is the proxy's "127.0.0.1:PORT".
-func (p *faultProxy) Addr() string { return p.ln.Addr().String() }
 
 // Set puts f in force on every connection, open or to come.
 func (p *faultProxy) Set(f storeFault) {
@@ -101,43 +86,6 @@ func (p *faultProxy) now() (storeFault, <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.fault, p.healed
-}
-
-func (p *faultProxy) accept() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return // closed
-		}
-		p.wg.Go(func() {
-			s, err := p.dialer.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				return
-			}
-			p.relay(c, s)
-		})
-	}
-}
-
-func (p *faultProxy) track(cs ...net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return false
-	}
-	for _, c := range cs {
-		p.conns[c] = struct{}{}
-	}
-	return true
-}
-
-func (p *faultProxy) untrack(cs ...net.Conn) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range cs {
-		delete(p.conns, c)
-	}
 }
 
 // faultChunk is bytes for the client: a reply of Redis, or garbage, due at
@@ -259,23 +207,4 @@ func (p *faultProxy) relay(c, s net.Conn) {
 		}
 	})
 	wg.Wait()
-}
-
-// Close stops accepting, drops every connection and waits for the relays.
-func (p *faultProxy) Close() {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return
-	}
-	p.closed = true
-	close(p.done)
-	for c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-	}
-	p.wg.Wait()
 }

@@ -24,17 +24,42 @@ import (
 //
 // Safe for concurrent use; Close is idempotent.
 type delayProxy struct {
-	ln       net.Listener
-	target   string
+	relays
 	up, down time.Duration
 	rtt      time.Duration
-	dialer   net.Dialer
+}
+
+// relays is what a loopback TCP proxy of the bench keeps of its
+// connections: the listener, the target each accepted connection is
+// relayed to, the connections open, and the relays under way. A proxy
+// embeds it and says how one connection is relayed.
+type relays struct {
+	ln     net.Listener
+	target string
+	dialer net.Dialer
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{} // guarded by mu
 	closed bool                  // guarded by mu
-	done   chan struct{}
+	done   chan struct{}         // closed by Close
 	wg     sync.WaitGroup
+}
+
+func newRelays(target string, dialTimeout time.Duration) relays {
+	return relays{target: target, conns: map[net.Conn]struct{}{}, done: make(chan struct{}),
+		dialer: net.Dialer{Timeout: dialTimeout}}
+}
+
+// listen listens on a free loopback port and relays each connection
+// accepted there to the target with relay.
+func (p *relays) listen(relay func(c, s net.Conn)) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	p.ln = ln
+	p.wg.Go(func() { p.accept(relay) })
+	return nil
 }
 
 const (
@@ -45,26 +70,22 @@ const (
 // startProxy listens on a free loopback port and relays to target
 // ("127.0.0.1:PORT") over a round trip of rtt.
 func startProxy(target string, rtt time.Duration) (*delayProxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	p := newDelayProxy(target, rtt)
+	if err := p.listen(p.relay); err != nil {
 		return nil, err
 	}
-	p := newDelayProxy(target, rtt)
-	p.ln = ln
-	p.wg.Go(p.accept)
 	return p, nil
 }
 
 func newDelayProxy(target string, rtt time.Duration) *delayProxy {
 	up := rtt / 2
-	return &delayProxy{target: target, up: up, down: rtt - up, rtt: rtt,
-		conns: map[net.Conn]struct{}{}, done: make(chan struct{}), dialer: net.Dialer{Timeout: 10 * time.Second}}
+	return &delayProxy{relays: newRelays(target, 10*time.Second), up: up, down: rtt - up, rtt: rtt}
 }
 
 // Addr is the proxy's "127.0.0.1:PORT".
-func (p *delayProxy) Addr() string { return p.ln.Addr().String() }
+func (p *relays) Addr() string { return p.ln.Addr().String() }
 
-func (p *delayProxy) accept() {
+func (p *relays) accept(relay func(c, s net.Conn)) {
 	for {
 		c, err := p.ln.Accept()
 		if err != nil {
@@ -76,13 +97,13 @@ func (p *delayProxy) accept() {
 				c.Close()
 				return
 			}
-			p.relay(c, s)
+			relay(c, s)
 		})
 	}
 }
 
 // track registers c until untrack, unless the proxy is closing.
-func (p *delayProxy) track(cs ...net.Conn) bool {
+func (p *relays) track(cs ...net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -94,7 +115,7 @@ func (p *delayProxy) track(cs ...net.Conn) bool {
 	return true
 }
 
-func (p *delayProxy) untrack(cs ...net.Conn) {
+func (p *relays) untrack(cs ...net.Conn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range cs {
@@ -195,7 +216,7 @@ func (p *delayProxy) pipe(dst, src net.Conn, delay time.Duration, notBefore time
 }
 
 // Close stops accepting, drops every connection and waits for the relays.
-func (p *delayProxy) Close() {
+func (p *relays) Close() {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
