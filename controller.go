@@ -234,7 +234,6 @@ func (c *Controller) Acquire(ctx context.Context, req *http.Request) (Permit, er
 
 func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 	start := time.Duration(-1)
-	busy := 0 // the fleet's answers "in use" in a row
 	for {
 		if err := ctx.Err(); err != nil {
 			return Permit{}, err
@@ -255,17 +254,13 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 			continue
 		}
 		if c.fleet != nil {
-			send, err := c.fleet.Before(ctx, cl.key, fleetScope{c, cl.key, s}, busy, p.t.Paced)
+			send, err := c.fleet.Before(ctx, cl.key, fleetScope{c, cl.key, s}, p.t.Paced)
 			if err != nil {
-				// the slot goes back; on ErrAgain or ErrBusy (the fleet's
-				// concurrency is in use, or a pause it shared voided the
-				// slot) ask again
+				// the slot goes back; on ErrAgain (a pause the fleet
+				// shared voided the slot, or the store failed) ask again
 				s.untake(p.t)
 				c.notify(cl.key)
-				if err == fleetclient.ErrBusy {
-					busy++
-				}
-				if err == fleetclient.ErrAgain || err == fleetclient.ErrBusy {
+				if err == fleetclient.ErrAgain {
 					continue
 				}
 				var long *fleetclient.TooLongError

@@ -106,10 +106,6 @@ type Report struct {
 // share changed); the caller gives the local slot back and asks again.
 var ErrAgain = errors.New("fleetclient: fleet slot void")
 
-// ErrBusy: the fleet's concurrency is in use; the caller waited, gives the
-// local slot back and asks again.
-var ErrBusy = errors.New("fleetclient: fleet busy")
-
 // TooLongError: the fleet's slot is further away than the caller may wait
 // (a shared pause, the fleet's schedule); the lease is given back.
 type TooLongError struct {
@@ -282,11 +278,14 @@ func busyWait(floor time.Duration, rate float64, busy int, rnd float64) time.Dur
 
 // Before asks the store for one send of scope, whose local slot is
 // granted (paced: the local pacer held it back): it adopts the fleet's law,
-// waits for the fleet's slot, and returns the lease. busy is how many times
-// in a row this send found the fleet busy. On ErrAgain or ErrBusy the
-// caller gives the local slot back and asks again; a *TooLongError is a
-// refusal; a context error ends the send.
-func (c *Client) Before(ctx context.Context, scope string, l Local, busy int, paced bool) (Send, error) {
+// waits for the fleet's slot, and returns the lease. While the fleet's
+// concurrency is in use for this process, the send keeps its local slot
+// and its place: one send of the process asks the store at a time, the
+// others wait behind it in the order they came, and each lease the asker
+// gets, or each turn it loses, hands the asking on to the oldest. On
+// ErrAgain the caller gives the local slot back and asks again; a
+// *TooLongError is a refusal; a context error ends the send.
+func (c *Client) Before(ctx context.Context, scope string, l Local, paced bool) (Send, error) {
 	if c.skip() {
 		// the store is down: the local view decides, at this process's
 		// share; a slot taken before the share applied is taken again
@@ -295,22 +294,60 @@ func (c *Client) Before(ctx context.Context, scope string, l Local, busy int, pa
 		}
 		return Send{}, nil
 	}
-	want, wait, asker := c.queue(scope)
+	wait, asker := c.queue(scope)
 	counted := true // in the process's demand until it holds a lease
 	defer func() {
 		if counted {
 			c.done(scope)
 		}
 	}()
-	if wait != nil {
+	waited := wait != nil
+	if waited {
 		// the fleet is busy for this process and another of its sends
-		// asks: wait behind it, then ask again (or a second, should a
-		// turn be lost)
-		return Send{}, c.waitBehind(ctx, scope, wait)
+		// asks: wait behind it until the asking is handed on to this one
+		if err := c.waitBehind(ctx, scope, wait); err != nil {
+			return Send{}, err
+		}
+		asker = true
 	}
+	for busy := 0; ; busy++ {
+		if (waited || busy > 0) && c.skip() {
+			// the store failed while this send waited its turn
+			c.asked(scope, false, asker)
+			l.Alone()
+			return Send{}, ErrAgain
+		}
+		lease, ask, err := c.lease(ctx, scope, l, asker)
+		if err != nil {
+			return Send{}, err
+		}
+		if lease.ID == "" {
+			// the fleet's concurrency is in use for this process: this
+			// send asks again later, or when told it is the process's
+			// turn; the process's others wait behind it
+			if lease.Delay > c.maxPause {
+				c.asked(scope, false, asker)
+				return Send{}, &TooLongError{Wait: lease.Delay, Paused: lease.Paused > 0, Reason: lease.Reason}
+			}
+			if err := c.refused(ctx, scope, &asker, busyWait(lease.Delay, ask.Rate, busy, l.Random())); err != nil {
+				return Send{}, err
+			}
+			continue
+		}
+		c.asked(scope, true, asker)
+		c.done(scope) // it holds a lease: no longer a demand beyond the leases held
+		counted = false
+		return c.hold(ctx, scope, l, lease, paced)
+	}
+}
+
+// lease asks the store for a lease of scope, as the process's asker or
+// not. An error is ErrAgain (the store failed: the slot again, at this
+// process's share) or ctx's.
+func (c *Client) lease(ctx context.Context, scope string, l Local, asker bool) (fleet.Lease, Ask, error) {
 	ask := l.Ask(c.now())
 	id := c.process + "/" + strconv.FormatUint(c.seq.Add(1), 10)
-	req := fleet.LeaseRequest{Scope: scope, Process: c.process, ID: id, Rate: ask.Rate, Ceiling: ask.Ceiling, Limit: ask.Limit, Want: want,
+	req := fleet.LeaseRequest{Scope: scope, Process: c.process, ID: id, Rate: ask.Rate, Ceiling: ask.Ceiling, Limit: ask.Limit, Want: c.want(scope),
 		Version: ask.Version, Seed: ask.Seed, TTL: c.ttl}
 	cctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	lease, err := c.store.Lease(cctx, req)
@@ -320,28 +357,25 @@ func (c *Client) Before(ctx context.Context, scope string, l Local, busy int, pa
 		c.owe(scope, id)
 		c.asked(scope, false, asker)
 		if ctx.Err() != nil {
-			return Send{}, ctx.Err()
+			return fleet.Lease{}, ask, ctx.Err()
 		}
 		c.failed(scope, err)
 		l.Alone()
-		return Send{}, ErrAgain // the slot again, at this process's share
+		return fleet.Lease{}, ask, ErrAgain
 	}
 	c.ok(scope)
 	l.Granted(lease.State, lease.Version, max(lease.Live, 1), lease.Ceiling)
-	if lease.ID == "" {
-		// the fleet's concurrency is in use for this process: this send
-		// asks again later, or when told it is the process's turn; the
-		// process's others wait behind it
-		return Send{}, c.refused(ctx, scope, asker, busyWait(lease.Delay, ask.Rate, busy, l.Random()))
-	}
-	c.asked(scope, true, asker)
-	c.done(scope) // it holds a lease: no longer a demand beyond the leases held
-	counted = false
+	return lease, ask, nil
+}
+
+// hold keeps the lease a send was granted until its slot of the fleet's
+// schedule, and returns the send.
+func (c *Client) hold(ctx context.Context, scope string, l Local, lease fleet.Lease, paced bool) (Send, error) {
 	if lease.Delay > c.maxPause {
 		c.GiveBack(scope, l, lease.ID)
 		return Send{}, &TooLongError{Wait: lease.Delay, Paused: lease.Paused > 0, Reason: lease.Reason}
 	}
-	c.hold(scope, lease.ID)
+	c.keep(scope, lease.ID)
 	if err := sleep(ctx, lease.Delay); err != nil {
 		c.GiveBack(scope, l, lease.ID)
 		return Send{}, err
@@ -360,27 +394,33 @@ func (c *Client) Before(ctx context.Context, scope string, l Local, busy int, pa
 	return Send{Lease: lease.ID, Full: lease.Full, PacedByFleet: byFleet, Scheduled: lease.Delay > 0, At: now}, nil
 }
 
-// queue counts a send in Before on scope (done uncounts it) and returns
-// how many sends of this process want a lease there, this one included,
-// and, when another send asks for the process while the fleet is busy for
-// it, the channel to wait on behind it (nil: this send asks; asker: for
-// the process, the fleet being busy for it).
-func (c *Client) queue(scope string) (want int, wait chan struct{}, asker bool) {
+// queue counts a send in Before on scope (done uncounts it) and returns,
+// when another send asks for the process while the fleet is busy for it,
+// the channel to wait on behind it (nil: this send asks; asker: for the
+// process, the fleet being busy for it).
+func (c *Client) queue(scope string) (wait chan struct{}, asker bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.pending[scope]++
-	want = c.pending[scope]
 	st := c.turns[scope]
 	if st == nil {
-		return want, nil, false
+		return nil, false
 	}
 	if st.asking {
 		wait = make(chan struct{})
 		st.waiters = append(st.waiters, wait)
-		return want, wait, false
+		return wait, false
 	}
 	st.asking = true
-	return want, nil, true
+	return nil, true
+}
+
+// want is how many sends of this process want a lease of scope now: its
+// demand, as the store counts it.
+func (c *Client) want(scope string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return max(c.pending[scope], 1)
 }
 
 // done uncounts a send that leaves Before.
@@ -393,48 +433,74 @@ func (c *Client) done(scope string) {
 }
 
 // waitBehind waits on wait, scope's queue behind its asking send, until
-// the turn is handed on, for a second at most (a turn lost is asked for
-// again) or until ctx ends. It returns ErrBusy (ask again) or ctx's error.
+// the asking is handed on to this send (then it is the asker), or until
+// ctx ends. Should the asking be left with nobody (a hand-on lost), the
+// send takes it after WantFresh, keeping its place otherwise.
 func (c *Client) waitBehind(ctx context.Context, scope string, wait chan struct{}) error {
-	t := time.NewTimer(fleet.WantFresh) // the store counts this send as wanting for as long
+	t := time.NewTimer(fleet.WantFresh)
 	defer t.Stop()
-	var err error
-	select {
-	case <-wait:
-		return ErrBusy
-	case <-t.C:
-		err = ErrBusy
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st := c.turns[scope]; st != nil {
-		if i := slices.Index(st.waiters, wait); i >= 0 {
-			st.waiters = slices.Delete(st.waiters, i, i+1)
+	for {
+		select {
+		case <-wait:
+			return nil
+		case <-t.C:
+		case <-ctx.Done():
 		}
+		c.mu.Lock()
+		st := c.turns[scope]
+		select {
+		case <-wait: // handed on meanwhile
+			c.mu.Unlock()
+			return nil
+		default:
+		}
+		if ctx.Err() == nil && st != nil && st.asking {
+			c.mu.Unlock()
+			t.Reset(fleet.WantFresh)
+			continue
+		}
+		if st != nil {
+			if i := slices.Index(st.waiters, wait); i >= 0 {
+				st.waiters = slices.Delete(st.waiters, i, i+1)
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			c.mu.Unlock()
+			return err
+		}
+		if st == nil {
+			st = &turnState{}
+			c.turns[scope] = st
+		}
+		st.asking = true // nobody asks: this send does
+		c.mu.Unlock()
+		return nil
 	}
-	return err
 }
 
 // refused waits out a refusal of the fleet, for wait at most or until it
-// announces this process's turn, as scope's asking send; its others queue
-// meanwhile (a send refused while another is the asker queues behind it).
-// It returns ErrBusy (ask again) or ctx's error.
-func (c *Client) refused(ctx context.Context, scope string, asker bool, wait time.Duration) error {
+// announces this process's turn, as scope's asking send (a send refused
+// while another asks queues behind it, then asks when handed on: asker
+// then becomes true). It returns ctx's error, if it ended, having handed
+// the asking on.
+func (c *Client) refused(ctx context.Context, scope string, asker *bool, wait time.Duration) error {
 	c.mu.Lock()
 	st := c.turns[scope]
 	if st == nil {
 		st = &turnState{}
 		c.turns[scope] = st
 	}
-	if st.asking && !asker {
+	if st.asking && !*asker {
 		ch := make(chan struct{})
 		st.waiters = append(st.waiters, ch)
 		c.mu.Unlock()
-		return c.waitBehind(ctx, scope, ch)
+		if err := c.waitBehind(ctx, scope, ch); err != nil {
+			return err
+		}
+		*asker = true
+		return nil
 	}
-	st.asking = true
+	st.asking, *asker = true, true
 	woken := make(chan struct{})
 	if st.turn {
 		st.turn = false
@@ -457,21 +523,15 @@ func (c *Client) refused(ctx context.Context, scope string, asker bool, wait tim
 	if st.woken == woken {
 		st.woken = nil
 	}
-	st.asking = false
 	if err != nil {
+		st.asking = false
 		c.handOn(scope, st) // the next send asks instead
-		return err
 	}
-	if len(st.waiters) == 0 && c.turns[scope] == st {
-		delete(c.turns, scope) // nothing queued: this send asks again as any would
-	}
-	return ErrBusy
+	return err
 }
 
-// asked ends an ask for scope that was not refused: granted, the turn goes
-// to the next send waiting, and with none the fleet is no longer busy for
-// the process; failed, the next send asks. Only the asker's ask moves the
-// turn.
+// asked ends an ask of scope by the process's asker: granted, or failed.
+// The asking goes to the oldest send waiting behind it.
 func (c *Client) asked(scope string, granted, asker bool) {
 	if !asker {
 		return
@@ -490,15 +550,16 @@ func (c *Client) asked(scope string, granted, asker bool) {
 	c.handOn(scope, st)
 }
 
-// handOn wakes the oldest send waiting on scope, to ask next. Called with
-// c.mu held.
+// handOn gives the asking to the oldest send waiting on scope: it asks
+// next. Called with c.mu held, st.asking false.
 func (c *Client) handOn(scope string, st *turnState) {
 	if len(st.waiters) == 0 {
-		if !st.asking && st.woken == nil {
+		if st.woken == nil {
 			delete(c.turns, scope)
 		}
 		return
 	}
+	st.asking = true // taken for the send woken: a newcomer queues behind it
 	close(st.waiters[0])
 	st.waiters = slices.Delete(st.waiters, 0, 1)
 }
@@ -639,9 +700,9 @@ func (c *Client) ok(scope string) {
 	}
 }
 
-// hold keeps a lease alive while it is held (a long download): a timer
+// keep keeps a lease alive while it is held (a long download): a timer
 // renews it every third of its life, with no goroutine between renewals.
-func (c *Client) hold(scope, lease string) {
+func (c *Client) keep(scope, lease string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var t *time.Timer

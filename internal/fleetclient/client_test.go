@@ -104,27 +104,22 @@ func TestLostLeasesGivenBack(t *testing.T) {
 		l := &local{rate: 1000, limit: 2}
 		ctx := context.Background()
 
-		send, err := c.Before(ctx, "a", l, 0, false)
+		send, err := c.Before(ctx, "a", l, false)
 		require.NoError(t, err)
 		require.NotEmpty(t, send.Lease)
 		store.broken.Store(true)
 		c.After("a", l, Report{Lease: send.Lease}) // the return is lost
-		_, err = c.Before(ctx, "a", l, 0, false)   // skipped: the store is down
+		_, err = c.Before(ctx, "a", l, false)      // skipped: the store is down
 		require.NoError(t, err)
 		time.Sleep(storeRetryMin)
-		_, err = c.Before(ctx, "a", l, 0, false) // a lease taken, its reply lost
+		_, err = c.Before(ctx, "a", l, false) // a lease taken, its reply lost
 		assert.ErrorIs(t, err, ErrAgain)
 		assert.Equal(t, 2, held(t, &store.MemoryStore, "a", 2), "the store holds two leases nobody uses")
 
 		store.broken.Store(false)
 		time.Sleep(storeRetryMax)
 		healed := time.Now()
-		for busy := 0; ; busy++ { // as the controller asks: again after ErrBusy
-			send, err = c.Before(ctx, "a", l, busy, false)
-			if !errors.Is(err, ErrBusy) {
-				break
-			}
-		}
+		send, err = c.Before(ctx, "a", l, false)
 		require.NoError(t, err, "the store answers again")
 		assert.Less(t, time.Since(healed), 100*time.Millisecond, "the lost leases were back within a try or two")
 		c.After("a", l, Report{Lease: send.Lease})
@@ -140,7 +135,7 @@ func TestLeaseLifeIsShort(t *testing.T) {
 		store := &fleet.MemoryStore{}
 		c := newClient(store)
 		l := &local{rate: 1000, limit: 1}
-		send, err := c.Before(context.Background(), "a", l, 0, false)
+		send, err := c.Before(context.Background(), "a", l, false)
 		require.NoError(t, err)
 		require.NotEmpty(t, send.Lease)
 		time.Sleep(10 * DefaultTTL)
@@ -167,31 +162,27 @@ func TestTurnWakesTheAsker(t *testing.T) {
 		defer b.Close()
 		l := &local{rate: 1000, limit: 1}
 		ctx := context.Background()
-		first, err := a.Before(ctx, "s", l, 0, false)
+		first, err := a.Before(ctx, "s", l, false)
 		require.NoError(t, err)
 
 		const hold = 105 * time.Millisecond // off the 10-ms grid of b's tries
 		start := time.Now()
 		var mu sync.Mutex
 		var got []time.Duration
+		var order []int
 		var wg sync.WaitGroup
-		send := func() { // as the controller does: ask again after ErrBusy
-			for busy := 0; ; busy++ {
-				s, err := b.Before(ctx, "s", l, busy, false)
-				if errors.Is(err, ErrBusy) {
-					continue
-				}
-				require.NoError(t, err)
-				mu.Lock()
-				got = append(got, time.Since(start))
-				mu.Unlock()
-				time.Sleep(hold)
-				b.After("s", l, Report{Lease: s.Lease})
-				return
-			}
+		send := func(i int) {
+			s, err := b.Before(ctx, "s", l, false)
+			require.NoError(t, err)
+			mu.Lock()
+			got = append(got, time.Since(start))
+			order = append(order, i)
+			mu.Unlock()
+			time.Sleep(hold)
+			b.After("s", l, Report{Lease: s.Lease})
 		}
-		for range 3 {
-			wg.Go(send)
+		for i := range 3 {
+			wg.Go(func() { send(i) })
 			synctest.Wait()
 		}
 		time.Sleep(hold)
@@ -199,5 +190,6 @@ func TestTurnWakesTheAsker(t *testing.T) {
 		wg.Wait()
 		assert.Equal(t, []time.Duration{hold, 2 * hold, 3 * hold}, got,
 			"b's sends took the lease in turn, each the moment the last came back")
+		assert.Equal(t, []int{0, 1, 2}, order, "in the order they asked")
 	})
 }
