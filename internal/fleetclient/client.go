@@ -155,6 +155,11 @@ type Client struct {
 	owed     []owedLease
 	flushing bool           // guarded by mu: a goroutine gives the owed leases back
 	flushes  sync.WaitGroup // the goroutines giving owed leases back
+	closed   bool           // guarded by mu: Close was called (no flush starts after it)
+	// life ends with Close: it bounds the calls of the goroutine giving
+	// owed leases back
+	life context.Context
+	stop context.CancelFunc
 	// unsubscribe ends the Notifier's subscription, if the store is one
 	unsubscribe func()
 }
@@ -218,7 +223,10 @@ func New(store fleet.Store, cfg Config) *Client {
 	host, _ := os.Hostname()
 	var b [4]byte
 	_, _ = rand.Read(b[:])
+	life, stop := context.WithCancel(context.Background())
 	return &Client{
+		life:     life,
+		stop:     stop,
 		store:    store,
 		process:  fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:])),
 		ttl:      cfg.TTL,
@@ -256,6 +264,9 @@ func (c *Client) wake(scope string) {
 	st := c.turns[scope]
 	switch {
 	case st == nil:
+		// announced before the refusal that queued this process got
+		// back: the send it refused asks again at once
+		c.turns[scope] = &turnState{turn: true}
 	case st.woken != nil:
 		close(st.woken)
 		st.woken = nil
@@ -636,13 +647,20 @@ func (c *Client) flush() {
 		o := c.owed[0]
 		c.owed = c.owed[1:]
 		c.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		ctx, cancel := context.WithTimeout(c.life, storeTimeout)
 		_, err := c.store.Return(ctx, fleet.Return{Scope: o.scope, Process: c.process, Lease: o.lease})
 		cancel()
 		if err != nil {
 			c.mu.Lock()
 			c.owed = append([]owedLease{o}, c.owed...)
+			closing := c.life.Err() != nil
+			if closing {
+				c.flushing = false
+			}
 			c.mu.Unlock()
+			if closing {
+				return // Close gives the rest back
+			}
 			c.failed(o.scope, err)
 		}
 	}
@@ -689,7 +707,7 @@ func (c *Client) ok(scope string) {
 	}
 	c.mu.Lock()
 	was := c.down.Swap(false)
-	if was && len(c.owed) > 0 && !c.flushing {
+	if was && len(c.owed) > 0 && !c.flushing && !c.closed {
 		c.flushing = true
 		c.flushes.Add(1)
 		go c.flush()
@@ -705,21 +723,32 @@ func (c *Client) ok(scope string) {
 func (c *Client) keep(scope, lease string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		return // not renewed after Close: it expires there by itself
+	}
 	var t *time.Timer
 	t = time.AfterFunc(c.ttl/3, func() {
-		if !c.skip() {
-			ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-			err := c.store.Renew(ctx, scope, c.process, []string{lease}, c.ttl)
-			cancel()
-			if err != nil {
-				c.failed(scope, err)
-			} else {
-				c.ok(scope)
-			}
+		// renewed even while the store is down (off the sends' path, one
+		// bounded call a third of a life): a store that failed one call
+		// keeps the leases of the sends under way, and the first renewal
+		// it answers shares it again
+		start := c.now()
+		ctx, cancel := context.WithTimeout(c.life, storeTimeout)
+		err := c.store.Renew(ctx, scope, c.process, []string{lease}, c.ttl)
+		cancel()
+		switch {
+		case err == nil:
+			c.ok(scope)
+		case c.life.Err() != nil: // closed meanwhile
+		case !c.down.Load():
+			c.failed(scope, err)
 		}
 		c.mu.Lock()
 		if c.leases[lease].renew == t {
-			t.Reset(c.ttl / 3)
+			// a third of the life from when this renewal started, not
+			// from when its call ended: a slow call does not push the
+			// next one past the lease's end
+			t.Reset(max(c.ttl/3-(c.now()-start), 0))
 		}
 		c.mu.Unlock()
 	})
@@ -743,8 +772,15 @@ func (c *Client) drop(lease string) {
 // subscription to the store's pauses.
 func (c *Client) Close() {
 	c.mu.Lock()
+	c.closed = true
 	held := c.leases
 	c.leases = map[string]heldLease{}
+	c.mu.Unlock()
+	c.stop() // a goroutine giving owed leases back stops: Close gives them
+	c.flushes.Wait()
+	c.mu.Lock()
+	owed := c.owed
+	c.owed = nil
 	c.mu.Unlock()
 	// one bound for all: a store that does not answer holds Close a
 	// second, whatever the leases (they expire there by themselves)
@@ -756,11 +792,6 @@ func (c *Client) Close() {
 			_, _ = c.store.Return(ctx, fleet.Return{Scope: h.scope, Process: c.process, Lease: l})
 		}
 	}
-	c.flushes.Wait()
-	c.mu.Lock()
-	owed := c.owed
-	c.owed = nil
-	c.mu.Unlock()
 	for _, o := range owed {
 		if ctx.Err() != nil || c.now()-o.at > c.ttl {
 			continue

@@ -77,9 +77,12 @@ func newClient(store fleet.Store, ttl ...time.Duration) *Client {
 }
 
 // held counts the leases the store holds on scope, by asking for them
-// all as another process with a limit of n.
+// all as another process with a limit of n, once the demand of every
+// process has gone stale (a process that wants is owed a free lease
+// before the probe, which would count it as held).
 func held(t *testing.T, s fleet.Store, scope string, n int) int {
 	t.Helper()
+	time.Sleep(fleet.WantFresh)
 	free := 0
 	for range n {
 		g, err := s.Lease(context.Background(), fleet.LeaseRequest{Scope: scope, Process: "probe", Rate: 1e6, Limit: n, Want: n, TTL: time.Minute})
@@ -191,5 +194,141 @@ func TestTurnWakesTheAsker(t *testing.T) {
 		assert.Equal(t, []time.Duration{hold, 2 * hold, 3 * hold}, got,
 			"b's sends took the lease in turn, each the moment the last came back")
 		assert.Equal(t, []int{0, 1, 2}, order, "in the order they asked")
+	})
+}
+
+// slowReplies is a MemoryStore whose replies take delay to come back
+// (the call is done at once, as on a server whose answers are late).
+type slowReplies struct {
+	fleet.MemoryStore
+	leaseDelay, renewDelay, returnDelay time.Duration
+	lostRenews                          atomic.Int32 // renewals held until their deadline, never done
+}
+
+func (s *slowReplies) Lease(ctx context.Context, r fleet.LeaseRequest) (fleet.Lease, error) {
+	g, err := s.MemoryStore.Lease(ctx, r)
+	return g, wait(ctx, s.leaseDelay, err)
+}
+
+func (s *slowReplies) Renew(ctx context.Context, scope, process string, leases []string, ttl time.Duration) error {
+	if s.lostRenews.Add(-1) >= 0 {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	err := s.MemoryStore.Renew(ctx, scope, process, leases, ttl)
+	return wait(ctx, s.renewDelay, err)
+}
+
+func (s *slowReplies) Return(ctx context.Context, r fleet.Return) (fleet.Settlement, error) {
+	st, err := s.MemoryStore.Return(ctx, r)
+	return st, wait(ctx, s.returnDelay, err)
+}
+
+// wait holds a reply d, or fails it when ctx ends first.
+func wait(ctx context.Context, d time.Duration, err error) error {
+	if d <= 0 {
+		return err
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// A turn the store announces while the reply that refused the process is
+// still on its way is not lost: the send asks again at once, not after its
+// wait (a second at this rate), while the slot the store keeps for it
+// stays idle.
+func TestTurnBeforeTheRefusalArrives(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &slowReplies{leaseDelay: 50 * time.Millisecond}
+		a, b := newClient(store), newClient(store)
+		a.Subscribe(func(string, time.Duration, fleet.Reason) {})
+		b.Subscribe(func(string, time.Duration, fleet.Reason) {})
+		defer a.Close()
+		defer b.Close()
+		l := &local{rate: 2, limit: 1} // a send every 500 ms
+		ctx := context.Background()
+		first, err := a.Before(ctx, "s", l, false)
+		require.NoError(t, err)
+		start := time.Now() // a's reply came 50 ms after the store gave it the slot at 0
+		time.AfterFunc(10*time.Millisecond, func() { a.After("s", l, Report{Lease: first.Lease}) })
+		send, err := b.Before(ctx, "s", l, false)
+		require.NoError(t, err)
+		require.NotEmpty(t, send.Lease)
+		// (from start) refused at 0, its reply back at 50 ms; the turn
+		// announced at 10 ms; asked again at 50 ms, given the slot at
+		// 450 ms from then (500 ms after a's), sent at 500 ms. Had the
+		// turn been lost, b would wait its 500 ms first and send at 600 ms.
+		assert.Equal(t, 500*time.Millisecond, time.Since(start), "asked again as soon as the refusal arrived")
+		b.After("s", l, Report{Lease: send.Lease})
+	})
+}
+
+// A renewal whose call is slow, or lost, does not push the next one past
+// the lease's life: each starts a third of the life after the last started,
+// and the one after a lost renewal goes although that failure marked the
+// store down. A lease held for ten lives is never lost, whether each
+// renewal takes the whole second a store call may take (a third of the
+// life) or the first is lost.
+func TestSlowRenewalsKeepTheLease(t *testing.T) {
+	for _, lost := range []bool{false, true} {
+		t.Run(map[bool]string{false: "slow", true: "lost"}[lost], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := &slowReplies{}
+				if lost {
+					store.lostRenews.Store(1)
+				} else {
+					store.renewDelay = storeTimeout - time.Millisecond
+				}
+				c := newClient(store)
+				defer c.Close()
+				l := &local{rate: 1000, limit: 1}
+				send, err := c.Before(context.Background(), "a", l, false)
+				require.NoError(t, err)
+				for range 10 {
+					time.Sleep(DefaultTTL)
+					assert.Equal(t, 1, held(t, &store.MemoryStore, "a", 1), "still held")
+				}
+				c.After("a", l, Report{Lease: send.Lease})
+				time.Sleep(storeTimeout) // the renewal under way ends
+			})
+		})
+	}
+}
+
+// Close gives back what it holds and owes within a second, whatever the
+// store does: a store that answers each call, but 0.9 s late, does not
+// hold it for each lease owed.
+func TestCloseIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &slowReplies{}
+		store.leaseDelay = 2 * storeTimeout // each lease taken there, its reply too late: owed
+		c := newClient(store, time.Minute)
+		l := &local{rate: 1000, limit: 100}
+		ctx := context.Background()
+		for range 5 {
+			_, err := c.Before(ctx, "a", l, false)
+			require.ErrorIs(t, err, ErrAgain)
+			time.Sleep(storeRetryMax)
+		}
+		c.mu.Lock()
+		owed := len(c.owed)
+		c.mu.Unlock()
+		require.Equal(t, 5, owed)
+		store.leaseDelay, store.returnDelay = 0, 900*time.Millisecond // nothing under way
+		// the store answers again: the owed leases start going back, one
+		// late reply each, while the process closes
+		send, err := c.Before(ctx, "a", l, false)
+		require.NoError(t, err)
+		require.NotEmpty(t, send.Lease)
+		start := time.Now()
+		c.Close()
+		assert.LessOrEqual(t, time.Since(start), storeTimeout, "Close within a second")
+		time.Sleep(2 * storeTimeout) // the store's late replies end
 	})
 }
