@@ -8,6 +8,7 @@ import (
 
 	"github.com/colly-polite/polite/classify"
 	"github.com/colly-polite/polite/internal/law"
+	"github.com/colly-polite/polite/internal/sat"
 )
 
 // core is the decision core of one scope: the control law, the pacer and
@@ -332,6 +333,13 @@ func (c *core) setShare(now time.Duration, share float64) (was float64) {
 	was = c.pace.share
 	c.pace.share = share
 	c.pace.sync(now, c)
+	if share > 0 && share < 1 && !(was > 0 && was < 1) {
+		// on its own from now: its schedule starts a share's interval
+		// from now, as the fleet's sends of the last moment, which this
+		// one's schedule does not count, may have used what it would
+		// catch up on
+		c.pace.b.Drain(now + sat.Interval(c.pace.b.Rate()))
+	}
 	return was
 }
 

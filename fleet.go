@@ -90,7 +90,7 @@ func (f fleetScope) Ask(now time.Duration) fleetclient.Ask {
 }
 
 // Granted implements fleetclient.Local: a transition of the decision log.
-func (f fleetScope) Granted(state []byte, version uint64, live int, ceiling float64) {
+func (f fleetScope) Granted(state []byte, version uint64, live int, ceiling float64, rejoining bool) {
 	s := f.s
 	s.fleetTransition(f.c, f.key, func(now time.Duration) {
 		s.core.setFleetCeiling(now, ceiling)
@@ -101,7 +101,9 @@ func (f fleetScope) Granted(state []byte, version uint64, live int, ceiling floa
 			sf.version = version
 		}
 		sf.live = live
-		s.core.setShare(now, 1)
+		if !rejoining {
+			s.core.setShare(now, 1)
+		}
 	})
 }
 

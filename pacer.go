@@ -63,8 +63,12 @@ func (p *pacer) sync(now time.Duration, c *core) bool {
 	}
 	p.why = why
 	// a Crawl-delay or a MinGap asks for a minimum gap: no credit for
-	// late timers
-	p.b.SetStrict(p.robots > 0 && r >= p.robots || c.rule.gapRate > 0)
+	// late timers; nor is there any for a process on its share of a
+	// fleet whose store is away, whose schedule is one of several that
+	// no one spaces against the others: a send it catches up on adds to
+	// theirs
+	alone := p.share > 0 && p.share < 1
+	p.b.SetStrict(p.robots > 0 && r >= p.robots || c.rule.gapRate > 0 || alone)
 	if r == p.b.Rate() {
 		return false
 	}

@@ -52,7 +52,7 @@ type Local interface {
 	// the version held is current) at version, the processes live on the
 	// scope and the fleet's configured ceiling (0: none). The scope keeps
 	// to the fleet's schedule again.
-	Granted(state []byte, version uint64, live int, ceiling float64)
+	Granted(state []byte, version uint64, live int, ceiling float64, rejoining bool)
 	// Random draws a number in [0, 1) from the scope's seeded source.
 	Random() float64
 	// Alone puts the scope on its own share of the fleet's rate (the
@@ -144,6 +144,7 @@ type Client struct {
 
 	mu      sync.Mutex
 	down    atomic.Bool           // the last call failed (read without mu on every send; written with mu held)
+	backAt  atomic.Int64          // when the store last answered again after failing (c.now(); 0: never failed)
 	retryAt time.Duration         // guarded by mu: while down, the store is not asked before then
 	backoff time.Duration         // guarded by mu: the wait before the next try while down
 	leases  map[string]heldLease  // guarded by mu: the leases held
@@ -375,7 +376,7 @@ func (c *Client) lease(ctx context.Context, scope string, l Local, asker bool) (
 		return fleet.Lease{}, ask, ErrAgain
 	}
 	c.ok(scope)
-	l.Granted(lease.State, lease.Version, max(lease.Live, 1), lease.Ceiling)
+	l.Granted(lease.State, lease.Version, max(lease.Live, 1), lease.Ceiling, c.rejoining())
 	return lease, ask, nil
 }
 
@@ -666,6 +667,16 @@ func (c *Client) flush() {
 	}
 }
 
+// rejoining reports whether the store answered again, after failing,
+// less than storeRetryMax ago: the other processes of the fleet may still
+// run on their shares, not knowing it is back, until their next try. Till
+// then this process keeps to its share too, so that the fleet's schedule
+// and their shares do not add up to more than the fleet's rate.
+func (c *Client) rejoining() bool {
+	at := time.Duration(c.backAt.Load())
+	return at != 0 && c.now()-at < storeRetryMax
+}
+
 // Down reports whether the last call to the store failed.
 func (c *Client) Down() bool { return c.down.Load() }
 
@@ -707,6 +718,9 @@ func (c *Client) ok(scope string) {
 	}
 	c.mu.Lock()
 	was := c.down.Swap(false)
+	if was {
+		c.backAt.Store(int64(max(c.now(), 1)))
+	}
 	if was && len(c.owed) > 0 && !c.flushing && !c.closed {
 		c.flushing = true
 		c.flushes.Add(1)

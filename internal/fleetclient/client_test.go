@@ -28,11 +28,15 @@ type local struct {
 	alone bool
 }
 
-func (l *local) Ask(time.Duration) Ask                { return Ask{Rate: l.rate, Limit: l.limit} }
-func (l *local) Granted([]byte, uint64, int, float64) { l.mu.Lock(); l.alone = false; l.mu.Unlock() }
-func (l *local) Random() float64                      { return 0.5 }
-func (l *local) Waited(time.Duration, bool) bool      { return false }
-func (l *local) Settled(fleet.Settlement, []byte)     {}
+func (l *local) Ask(time.Duration) Ask { return Ask{Rate: l.rate, Limit: l.limit} }
+func (l *local) Granted([]byte, uint64, int, float64, bool) {
+	l.mu.Lock()
+	l.alone = false
+	l.mu.Unlock()
+}
+func (l *local) Random() float64                  { return 0.5 }
+func (l *local) Waited(time.Duration, bool) bool  { return false }
+func (l *local) Settled(fleet.Settlement, []byte) {}
 func (l *local) Alone() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
