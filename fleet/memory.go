@@ -73,9 +73,14 @@ type acceptedRing struct {
 const acceptedSlot = time.Second / 8
 
 // add counts n answers at tick t and returns the count over the last
-// second, or -1 while the ring has counted for less than one.
+// second, or -1 while the ring has counted for less than one since its
+// first accepted answer. A ring whose ticks are ahead of t (a clock that
+// went back) starts again.
 func (a *acceptedRing) add(t int64, n uint32) float64 {
-	if a.first == 0 {
+	if a.tick > t || a.first > t {
+		*a = acceptedRing{}
+	}
+	if a.first == 0 && n > 0 {
 		a.first = t
 	}
 	if t > a.tick {
@@ -91,7 +96,7 @@ func (a *acceptedRing) add(t int64, n uint32) float64 {
 	for _, v := range a.n {
 		sum += v
 	}
-	if t-a.first < 8 {
+	if a.first == 0 || t-a.first < 8 {
 		return -1
 	}
 	return float64(sum)

@@ -158,9 +158,11 @@ type Settlement struct {
 	Reason Reason
 	// Accepted is the fleet's accepted answers over the last second (this
 	// one included), per second: what the law measures a capacity by,
-	// where each process alone sees only its part. -1 while the store has
-	// counted for less than a second (a new scope, or a store restarted
-	// empty): a part of a second is no measure of a rate.
+	// where each process alone sees only its part. -1 until a second has
+	// passed since the first accepted answer the store counted on the
+	// scope (a new scope, or a store restarted empty; a Return that is not
+	// Accepted starts nothing): a part of a second is no measure of a
+	// rate.
 	Accepted float64
 }
 

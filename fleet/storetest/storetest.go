@@ -361,7 +361,14 @@ func scopes(e *env) {
 // it has counted for a second (a new scope, or a store restarted empty,
 // says -1 until then: a part of a second is no measure of a rate).
 func accepted(e *env) {
-	st := e.release(fleet.Return{Scope: "acc", Accepted: true})
+	// the second counted starts at the first accepted answer, not at a
+	// Return that counts none
+	e.release(fleet.Return{Scope: "acc0"})
+	time.Sleep(1100*time.Millisecond + e.slack)
+	st := e.release(fleet.Return{Scope: "acc0", Accepted: true})
+	assert.Equal(e.t, -1.0, st.Accepted, "less than a second counted since the first accepted answer")
+
+	st = e.release(fleet.Return{Scope: "acc", Accepted: true})
 	assert.Equal(e.t, -1.0, st.Accepted, "less than a second counted")
 	time.Sleep(1100*time.Millisecond + e.slack)
 	for range 3 {
