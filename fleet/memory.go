@@ -135,12 +135,31 @@ func (m *MemoryStore) scopeLocked(name string, now time.Time) *memoryScope {
 		}
 	}
 	for k, p := range s.procs {
-		if !now.Before(p.exp) {
+		if !now.Before(p.exp) || future(p.seen, now) {
 			delete(s.procs, k)
 		}
 	}
+	if future(s.limitAt, now) {
+		s.limit, s.limitAt = 0, time.Time{}
+	}
+	if future(s.ceilAt, now) {
+		s.ceil, s.ceilAt = 0, time.Time{}
+	}
+	if future(s.noneAt, now) {
+		s.noneAt = time.Time{}
+	}
 	return s
 }
+
+// stampSkew is how far in the store's future a time it stored may be and
+// still count: one further ahead (a clock that went back, another program
+// writing) reads as absent, so that it neither holds the fleet's limits
+// nor makes a process that asked then live or wanting.
+const stampSkew = time.Second
+
+// future reports whether t, a time stored, is beyond the skew allowed
+// ahead of now.
+func future(t, now time.Time) bool { return t.After(now.Add(stampSkew)) }
 
 // fleetCeiling notes a process's configured ceiling (0: none) and returns
 // the fleet's: the highest of the live processes' (those that asked within

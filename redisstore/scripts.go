@@ -15,8 +15,12 @@ import "github.com/redis/go-redis/v9"
 //
 // What is stored is untrusted too (another program may write there): a key
 // of the wrong type is dropped, a field that is not a number reads as
-// absent. Both forget at most a schedule, a pause or a state, which the
-// fleet rebuilds (a pause forgotten is one more throttle, answered again).
+// absent, and so does a time more than a second in the server's future (a
+// clock that went back, as after a failover to a node whose clock is
+// behind): a process seen then is forgotten, a limit or ceiling asked then
+// lapses. Each forgets at most a schedule, a pause, a state or a process
+// seen, which the fleet rebuilds (a pause forgotten is one more throttle,
+// answered again).
 // A Redis out of memory (maxmemory, noeviction) refuses an acquisition,
 // whose first write is one that may grow memory (ZADD): the fleet falls
 // back to its shares. It still takes releases and renewals, which start by
@@ -41,6 +45,23 @@ local function num(v)
   return n
 end
 local nowms = math.floor(now / 1000)
+local skew = 1000 -- ms: how far ahead of TIME a stored time may be
+-- stamp reads a time stored in ms: 0 (absent) beyond the skew ahead
+local function stamp(v)
+  local n = num(v)
+  if n > nowms + skew then return 0 end
+  return n
+end
+-- sweep forgets the leases expired, the processes seen in the future
+-- and, with ttl (the lease TTL, µs) above 0, those not seen for three
+-- lease lives
+local function sweep(ttl)
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], (nowms + skew + 1) * 1000, '+inf')
+  if ttl > 0 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', (nowms - 3 * ttl / 1000) * 1000)
+  end
+end
 local function law()
   local l = redis.call('HMGET', KEYS[2], 'state', 'version')
   if not l[1] or not tonumber(l[2] or '') then return false, '0' end
@@ -60,10 +81,7 @@ end
 const fair = `
 local function cap(part) return math.ceil(part - 1e-9) end
 local function fair(limit, fresh, ttl)
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-  if ttl > 0 then
-    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', (nowms - 3 * ttl / 1000) * 1000)
-  end
+  sweep(ttl)
   local held, total = {}, 0
   for _, l in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
     local p = string.match(l, '^(.*)/[^/]*$') or l
@@ -147,7 +165,9 @@ for v in string.gmatch(sc[4] or '', '%S+') do
   if i <= 5 then fl[i] = num(v) end
   i = i + 1
 end
-local lim, limt, ceil, ceilt, nonet = fl[1], fl[2], fl[3], fl[4], fl[5]
+local lim, limt, ceil, ceilt, nonet = fl[1], stamp(fl[2]), fl[3], stamp(fl[4]), stamp(fl[5])
+if limt == 0 then lim = 0 end
+if ceilt == 0 then ceil = 0 end
 -- the fleet's ceiling: the highest asked lately, none if a process asked
 -- with none
 local mine = tonumber(ARGV[11]) or 0
@@ -185,8 +205,7 @@ if limit > 0 then
   end
   setqueue(keep)
 else
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', (nowms - 3 * ttl / 1000) * 1000)
+  sweep(ttl)
 end
 local live = redis.call('ZCARD', KEYS[4])
 if grant then
@@ -217,7 +236,9 @@ return {lease, wait, paused, reason, out, ver, live, inuse, tostring(fleetceil)}
 var releaseScript = redis.NewScript(prelude + fair + `
 local keyttl = tonumber(ARGV[7])
 if ARGV[2] ~= '' and redis.call('ZREM', KEYS[3], ARGV[2]) == 1 then
-  local lim = num(string.match(redis.call('HGET', KEYS[1], 'fl') or '', '^%S+'))
+  local fl = redis.call('HGET', KEYS[1], 'fl') or ''
+  local lim = num(string.match(fl, '^%S+'))
+  if stamp(string.match(fl, '^%S+%s+(%S+)')) == 0 then lim = 0 end
   if lim > 0 then
     local owed, held, want, total = fair(lim, tonumber(ARGV[11]), 0)
     local q = queue(want)

@@ -36,8 +36,42 @@ func TestConformance(t *testing.T) {
 			return redisstore.New(rdb, redisstore.Options{Prefix: "test:" + t.Name()})
 		},
 		Slack: 150 * time.Millisecond,
+		Rewind: func(t *testing.T, s fleet.Store, scope string, d time.Duration) {
+			err := rewindScript.Run(context.Background(), rdb, redisstore.Keys(s.(*redisstore.Store), scope), d.Microseconds()).Err()
+			require.NoError(t, err)
+		},
 	})
 }
+
+// rewindScript moves every time stored on a scope d µs (ARGV 1) ahead, as
+// the server's clock going d back would: the schedule's slot and pause,
+// the stamps of the fleet's limits, the processes' asks and the leases'
+// expiries.
+var rewindScript = redis.NewScript(`
+local d = tonumber(ARGV[1])
+local function later(v, by)
+  local n = tonumber(v or '')
+  if not n or n <= 0 then return v end
+  return string.format('%.0f', n + by)
+end
+local sc = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'fl')
+if sc[1] then redis.call('HSET', KEYS[1], 'tat', later(sc[1], d)) end
+if sc[2] then redis.call('HSET', KEYS[1], 'pause', later(sc[2], d)) end
+if sc[3] then
+  local fl, i = {}, 1
+  for v in string.gmatch(sc[3], '%S+') do
+    if i == 2 or i == 4 or i == 5 then v = later(v, d / 1000) end
+    fl[i], i = v, i + 1
+  end
+  redis.call('HSET', KEYS[1], 'fl', table.concat(fl, ' '))
+end
+-- leases in µs; processes in ms times 1000, so µs too
+for k = 3, 4 do
+  local ms = redis.call('ZRANGE', KEYS[k], 0, -1, 'WITHSCORES')
+  for i = 1, #ms, 2 do redis.call('ZADD', KEYS[k], later(ms[i + 1], d), ms[i]) end
+end
+return 1
+`)
 
 func acquire(t *testing.T, s *redisstore.Store, scope string) (fleet.Lease, error) {
 	t.Helper()

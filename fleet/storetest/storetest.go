@@ -40,6 +40,11 @@ type Harness struct {
 	// Slack is how far a duration the store reports may be off (the store's
 	// clock runs during a round trip). 0 means exact.
 	Slack time.Duration
+	// Rewind sets the store's clock d back against every time it has
+	// stored on scope (as after a failover to a node whose clock is
+	// behind, or another program writing times ahead): the stamps it
+	// reads are then in its future. nil skips the test that needs it.
+	Rewind func(t *testing.T, s fleet.Store, scope string, d time.Duration)
 }
 
 // Reasons of a pause, as a controller would give them (a store keeps
@@ -62,6 +67,7 @@ func Run(t *testing.T, h Harness) {
 		{"Renew", renew},
 		{"Law", lawState},
 		{"Live", live},
+		{"Future", future},
 		{"Concurrent", concurrent},
 		{"Notifier", notifier},
 		{"Fair", fair},
@@ -73,19 +79,20 @@ func Run(t *testing.T, h Harness) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if h.Virtual {
-				synctest.Test(t, func(t *testing.T) { tc.fn(&env{t: t, s: h.New(t), slack: h.Slack}) })
+				synctest.Test(t, func(t *testing.T) { tc.fn(&env{t: t, s: h.New(t), slack: h.Slack, rewind: h.Rewind}) })
 				return
 			}
 			t.Parallel()
-			tc.fn(&env{t: t, s: h.New(t), slack: h.Slack})
+			tc.fn(&env{t: t, s: h.New(t), slack: h.Slack, rewind: h.Rewind})
 		})
 	}
 }
 
 type env struct {
-	t     *testing.T
-	s     fleet.Store
-	slack time.Duration
+	t      *testing.T
+	s      fleet.Store
+	slack  time.Duration
+	rewind func(t *testing.T, s fleet.Store, scope string, d time.Duration)
 }
 
 func (e *env) acquire(a fleet.LeaseRequest) fleet.Lease {
@@ -257,6 +264,34 @@ func live(e *env) {
 	assert.Equal(e.t, 1, e.acquire(fleet.LeaseRequest{Scope: "l2", Process: "p3", Rate: 1000}).Live, "per scope")
 	time.Sleep(3*ttl + e.slack + 10*time.Millisecond)
 	assert.Equal(e.t, 1, e.acquire(fleet.LeaseRequest{Scope: "l", Process: "p2", Rate: 1000}).Live, "p1 stopped")
+}
+
+// Times a store reads that are in its future (its clock went back, or
+// another program wrote them) count as absent: they neither hold the
+// fleet's limit or ceiling nor make a process that asked then live or
+// wanting.
+func future(e *env) {
+	if e.rewind == nil {
+		e.t.Skip("the harness cannot rewind the store's clock")
+	}
+	g := e.acquire(fleet.LeaseRequest{Scope: "fu", Process: "g1", Rate: 1e6, Limit: 100, Ceiling: 1000, Want: 3})
+	e.release(fleet.Return{Scope: "fu", Process: "g1", Lease: g.ID})
+	g = e.acquire(fleet.LeaseRequest{Scope: "fu", Process: "g2", Rate: 1e6, Limit: 100, Want: 3})
+	e.release(fleet.Return{Scope: "fu", Process: "g2", Lease: g.ID})
+	e.rewind(e.t, e.s, "fu", time.Hour)
+	a := fleet.LeaseRequest{Scope: "fu", Process: "p1", Rate: 10, Limit: 2, Ceiling: 2, Want: 2}
+	g = e.acquire(a)
+	assert.Equal(e.t, 1, g.Live, "processes seen in the store's future are not live")
+	assert.Equal(e.t, 2.0, g.Ceiling, "ceilings asked in the store's future lapse")
+	assert.NotEmpty(e.t, g.ID)
+	granted := 1
+	a.Want = 1
+	for range 4 {
+		if e.acquire(a).ID != "" {
+			granted++
+		}
+	}
+	assert.Equal(e.t, 2, granted, "the limit asked in the store's future lapses; the ghosts' wants hold nothing")
 }
 
 // Many goroutines acquiring at once never hold more leases than the limit
