@@ -413,9 +413,12 @@ func (m *MemoryStore) Renew(_ context.Context, scope, process string, leases []s
 			s.leases[id] = l
 		}
 	}
-	p := s.procs[process]
-	p.exp = now.Add(3 * ttl)
-	s.procs[process] = p
+	// the process stays live: one not seen, or whose want is stale, is
+	// seen now wanting nothing more (an old want does not come back); a
+	// fresh want is left as it was asked
+	if p, ok := s.procs[process]; !ok || now.Sub(p.seen) >= WantFresh {
+		s.procs[process] = memoryProc{exp: now.Add(3 * ttl), seen: now}
+	}
 	return nil
 }
 

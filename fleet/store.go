@@ -31,7 +31,10 @@ type Store interface {
 	Return(ctx context.Context, r Return) (Settlement, error)
 	// Renew extends the leases a process holds on a scope (a long
 	// download): leases not renewed expire, so a process that dies holds
-	// no slot for long.
+	// no slot for long. The process stays live (Lease.Live) as long as it
+	// renews, without a want it stated long ago coming back: one whose
+	// want is older than WantFresh is counted as wanting nothing more
+	// than it holds.
 	Renew(ctx context.Context, scope, process string, leases []string, ttl time.Duration) error
 }
 

@@ -298,14 +298,17 @@ for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], keyttl) end
 return {committed, state, ver, paused, reason, acc}
 `)
 
-// renewScript: ARGV 1 process, 2 lease TTL (µs), 3 key TTL (ms), 4... the
-// leases. A lease that expired meanwhile is not brought back. The process
-// stays live; the want it stated stays as it was, and as old.
+// renewScript: ARGV 1 process, 2 lease TTL (µs), 3 key TTL (ms), 4 how
+// long a want counts (ms), 5... the leases (members). A lease that
+// expired meanwhile is not brought back. The process stays live: one not
+// seen, or whose want is stale, is seen now wanting nothing more (an old
+// want does not come back); a fresh want is left as it was asked.
 var renewScript = redis.NewScript(prelude + `
 local ttl = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-for i = 4, #ARGV do redis.call('ZADD', KEYS[3], 'XX', now + ttl, ARGV[i]) end
-if not redis.call('ZSCORE', KEYS[4], ARGV[1]) then
+sweep(0)
+for i = 5, #ARGV do redis.call('ZADD', KEYS[3], 'XX', now + ttl, ARGV[i]) end
+local sc = tonumber(redis.call('ZSCORE', KEYS[4], ARGV[1]) or '')
+if not sc or math.floor(sc / 1000) <= nowms - tonumber(ARGV[4]) then
   redis.call('ZADD', KEYS[4], nowms * 1000, ARGV[1])
 end
 for i = 3, 4 do redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3])) end

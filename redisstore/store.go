@@ -282,7 +282,8 @@ func (r *reply) version(i int) uint64 {
 
 // Renew implements fleet.Store.
 func (s *Store) Renew(ctx context.Context, scope, process string, leases []string, ttl time.Duration) error {
-	args := []any{process, micros(max(ttl, time.Second)), s.keyTTL.Milliseconds()}
+	args := make([]any, 0, 4+len(leases))
+	args = append(args, process, micros(max(ttl, time.Second)), s.keyTTL.Milliseconds(), fleet.WantFresh.Milliseconds())
 	for _, l := range leases {
 		args = append(args, l)
 	}

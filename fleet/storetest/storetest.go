@@ -65,6 +65,7 @@ func Run(t *testing.T, h Harness) {
 		{"Schedule", schedule},
 		{"Leases", leases},
 		{"Renew", renew},
+		{"RenewLive", renewLive},
 		{"Law", lawState},
 		{"Live", live},
 		{"Future", future},
@@ -219,6 +220,29 @@ func renew(e *env) {
 	assert.NotEmpty(e.t, e.acquire(a).ID, "the lease not renewed expired, and renewing it late did not bring it back")
 	assert.Empty(e.t, e.acquire(a).ID, "the renewed one still counts")
 	require.NoError(e.t, e.s.Renew(ctx, "r", "p1", nil, ttl), "renewing nothing is no error")
+}
+
+// A process that only renews (a long download) stays live, without its
+// old want coming back: the fleet's limit is shared as if it wanted
+// nothing more than it holds.
+func renewLive(e *env) {
+	ctx := context.Background()
+	a := fleet.LeaseRequest{Scope: "rl", Process: "p1", Rate: 1e6, Limit: 4, Want: 5}
+	g := e.acquire(a)
+	require.NotEmpty(e.t, g.ID)
+	for range 8 {
+		time.Sleep(ttl / 2)
+		require.NoError(e.t, e.s.Renew(ctx, "rl", "p1", []string{g.ID}, ttl))
+	}
+	b := fleet.LeaseRequest{Scope: "rl", Process: "p2", Rate: 1e6, Limit: 4, Want: 3}
+	g2 := e.acquire(b)
+	assert.Equal(e.t, 2, g2.Live, "p1 renewed for four lease lives: still live")
+	assert.NotEmpty(e.t, g2.ID)
+	b.Want = 2
+	assert.NotEmpty(e.t, e.acquire(b).ID, "p1's want of long ago holds nothing")
+	b.Want = 1
+	assert.NotEmpty(e.t, e.acquire(b).ID, "p2 takes the three p1 does not hold")
+	assert.Empty(e.t, e.acquire(b).ID, "the limit is in use")
 }
 
 // The law's state: the first client seeds an empty store, another gets it,
