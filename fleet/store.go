@@ -80,7 +80,9 @@ type LeaseRequest struct {
 	Process string // the caller's name in the fleet, unique per process
 	// ID names the lease to take, unique in the fleet (the process's name
 	// and a counter): a caller whose call failed can give it back, in
-	// case the store took it. "" lets the store name it.
+	// case the store took it. "" lets the store name it. The lease is
+	// held by Process whatever its name (it counts for Process's part):
+	// give it back and renew it as Process.
 	ID string
 	// Rate is the rate the fleet sends at as the caller knows it, req/s:
 	// its law's, under the site's ceilings (Crawl-delay, quota) and the

@@ -8,10 +8,12 @@ import "github.com/redis/go-redis/v9"
 // from a request is ever part of a script's text: only KEYS and ARGV.
 //
 // KEYS, for every script: 1 the schedule (hash: tat, pause, reason, the
-// fleet's limits fl, the accepted ring acc), 2 the law (hash: state, version), 3 the leases
-// (sorted set: lease -> expiry; a lease is named "process/n"), 4 the
-// processes seen (sorted set: process -> when it last asked, in ms, times
-// 1000, plus its want, the sends it had waiting then, at most 999).
+// fleet's limits fl, the accepted ring acc, the queue q), 2 the law (hash:
+// state, version), 3 the leases (sorted set: lease -> expiry; a lease is
+// named "holder/name", the holder the process that took it: Store maps a
+// caller's lease name to one, see member), 4 the processes seen (sorted
+// set: process -> when it last asked, in ms, times 1000, plus its want,
+// the sends it had waiting then, at most 999).
 //
 // What is stored is untrusted too (another program may write there): a key
 // of the wrong type is dropped, a field that is not a number reads as

@@ -119,6 +119,35 @@ func (s *Store) channel() string { return s.prefix + ":pauses" }
 
 func micros(d time.Duration) int64 { return int64(d / time.Microsecond) }
 
+// member is the name in the leases' sorted set of lease id held by
+// process: the holder, a '/' and a name with no '/', which the scripts
+// read the holder back from (everything before the last '/'). An id that
+// is already "process/name", name free of '/' and '%' (as the fleet's
+// clients and this Store name theirs), is its own member, with no
+// allocation; any other becomes "process/%" and the id with '%' and '/'
+// escaped, so that two ids of a process never share a member.
+func member(process, id string) string {
+	if len(id) > len(process) && id[len(process)] == '/' && strings.HasPrefix(id, process) &&
+		!strings.ContainsAny(id[len(process)+1:], "/%") {
+		return id
+	}
+	var b strings.Builder
+	b.Grow(len(process) + 2 + len(id) + 8)
+	b.WriteString(process)
+	b.WriteString("/%")
+	for i := 0; i < len(id); i++ {
+		switch id[i] {
+		case '%':
+			b.WriteString("%25")
+		case '/':
+			b.WriteString("%2F")
+		default:
+			b.WriteByte(id[i])
+		}
+	}
+	return b.String()
+}
+
 // Lease implements fleet.Store.
 func (s *Store) Lease(ctx context.Context, a fleet.LeaseRequest) (fleet.Lease, error) {
 	ttl := max(a.TTL, time.Second)
@@ -128,11 +157,15 @@ func (s *Store) Lease(ctx context.Context, a fleet.LeaseRequest) (fleet.Lease, e
 	}
 	res, err := acquireScript.Run(ctx, s.c, s.keys(a.Scope),
 		a.Process, a.Rate, a.Limit, strconv.FormatUint(a.Version, 10), string(a.Seed),
-		micros(ttl), id, s.keyTTL.Milliseconds(), max(a.Want, 1), fleet.WantFresh.Milliseconds(), max(a.Ceiling, 0)).Slice()
+		micros(ttl), member(a.Process, id), s.keyTTL.Milliseconds(), max(a.Want, 1), fleet.WantFresh.Milliseconds(), max(a.Ceiling, 0)).Slice()
 	if err != nil {
 		return fleet.Lease{}, fmt.Errorf("redisstore: lease %q: %w", a.Scope, err)
 	}
-	return leaseOf(res)
+	g, err := leaseOf(res)
+	if g.ID != "" {
+		g.ID = id // the caller's name, not its member
+	}
+	return g, err
 }
 
 // leaseOf reads acquireScript's reply.
@@ -155,7 +188,7 @@ func leaseOf(res []any) (fleet.Lease, error) {
 // Return implements fleet.Store.
 func (s *Store) Return(ctx context.Context, rel fleet.Return) (fleet.Settlement, error) {
 	res, err := releaseScript.Run(ctx, s.c, s.keys(rel.Scope),
-		rel.Process, rel.Lease, max(micros(rel.Pause), 0), int(rel.Reason), string(rel.State),
+		rel.Process, leaseArg(rel.Process, rel.Lease), max(micros(rel.Pause), 0), int(rel.Reason), string(rel.State),
 		strconv.FormatUint(rel.Version, 10), s.keyTTL.Milliseconds(), s.channel(), rel.Scope, boolArg(rel.Accepted),
 		fleet.WantFresh.Milliseconds()).Slice()
 	if err != nil {
@@ -176,6 +209,14 @@ func settlementOf(res []any) (fleet.Settlement, error) {
 		Accepted:  r.accepted(5),
 	}
 	return st, r.err
+}
+
+// leaseArg is the member of lease held by process, "" for none.
+func leaseArg(process, lease string) string {
+	if lease == "" {
+		return ""
+	}
+	return member(process, lease)
 }
 
 func boolArg(b bool) string {
@@ -285,7 +326,7 @@ func (s *Store) Renew(ctx context.Context, scope, process string, leases []strin
 	args := make([]any, 0, 4+len(leases))
 	args = append(args, process, micros(max(ttl, time.Second)), s.keyTTL.Milliseconds(), fleet.WantFresh.Milliseconds())
 	for _, l := range leases {
-		args = append(args, l)
+		args = append(args, member(process, l))
 	}
 	if err := renewScript.Run(ctx, s.c, s.keys(scope), args...).Err(); err != nil {
 		return fmt.Errorf("redisstore: renew %q: %w", scope, err)

@@ -64,6 +64,7 @@ func Run(t *testing.T, h Harness) {
 		{"Pauses", pauses},
 		{"Schedule", schedule},
 		{"Leases", leases},
+		{"Holder", holder},
 		{"Renew", renew},
 		{"RenewLive", renewLive},
 		{"Law", lawState},
@@ -203,6 +204,31 @@ func leases(e *env) {
 
 	b := e.acquire(fleet.LeaseRequest{Scope: "c", Rate: 1000})
 	assert.NotEmpty(e.t, b.ID, "a limit of 0 is no limit")
+}
+
+// A lease's holder is the process that asked for it, whatever its name:
+// a process holding leases named without its own name still holds them
+// for its part, gives them back and renews them by those names.
+func holder(e *env) {
+	ctx := context.Background()
+	a := func(proc, id string, want int) fleet.Lease {
+		e.t.Helper()
+		return e.acquire(fleet.LeaseRequest{Scope: "h", Process: proc, ID: id, Rate: 1e6, Limit: 4, Want: want})
+	}
+	require.Equal(e.t, "x0", a("p1", "x0", 1).ID, "the lease takes the name asked for")
+	require.Equal(e.t, "x1", a("p1", "x1", 1).ID)
+	require.Equal(e.t, "y/0", a("p2", "y/0", 2).ID, "any name")
+	assert.Empty(e.t, a("p1", "x2", 1).ID, "p1 holds its part (2 of 4) while p2 wants one more")
+	assert.NotEmpty(e.t, a("p2", "y/1", 1).ID, "the slot is p2's")
+	time.Sleep(ttl / 2)
+	require.NoError(e.t, e.s.Renew(ctx, "h", "p1", []string{"x1"}, ttl))
+	e.release(fleet.Return{Scope: "h", Process: "p1", Lease: "x0"})
+	assert.NotEmpty(e.t, a("p1", "x3", 1).ID, "x0 given back by its name")
+	time.Sleep(ttl/2 + e.slack + 10*time.Millisecond)
+	// y/0 and y/1 expired; x1 was renewed and x3 is younger
+	assert.NotEmpty(e.t, a("p3", "z0", 3).ID)
+	assert.NotEmpty(e.t, a("p3", "z1", 2).ID)
+	assert.Empty(e.t, a("p3", "z2", 1).ID, "x1 renewed by its name still counts")
 }
 
 // Renew keeps leases alive; a lease that expired stays expired.
