@@ -90,19 +90,22 @@ type LeaseRequest struct {
 	// ceiling (0: none): it bounds the caller's sends, which it paces
 	// itself, and the fleet's ceiling is the highest of its live
 	// processes' (none if one has none), so that a process with a lower
-	// ceiling leaves the rest to the others.
+	// ceiling leaves the rest to the others. A Rate or Ceiling that is
+	// not a finite number above 0 is 0.
 	Rate    float64
 	Ceiling float64
 	Limit   int // the fleet's concurrency limit, as the caller knows it (0: none); the fleet keeps to the highest limit asked within WantFresh
 	// Want is how many sends of the caller wait for a lease on the scope,
-	// this one included: its demand beyond what it holds. 0 means 1.
+	// this one included: its demand beyond what it holds. 0 means 1;
+	// above 999 is 999.
 	Want int
 	// Version is the version of the law state the caller holds (0: none);
 	// Seed its state, stored if the fleet has none.
 	Version uint64
 	Seed    []byte
-	// TTL is how long the lease lives unless renewed; the process is
-	// counted live on the scope for three times as long.
+	// TTL is how long the lease lives unless renewed (below a second is
+	// a second); the process is counted live on the scope for three times
+	// as long.
 	TTL time.Duration
 }
 

@@ -126,10 +126,12 @@ local function setqueue(q)
 end
 `
 
-// acquireScript: ARGV 1 process, 2 rate (req/s), 3 limit, 4 version the
-// caller holds, 5 the state to seed an empty store with ("" for none), 6
-// lease TTL (µs), 7 lease name, 8 key TTL (ms), 9 want, 10 how long a want
-// counts (ms), 11 the caller's configured ceiling (req/s, 0: none).
+// acquireScript: ARGV 1 process, 2 rate (req/s, 0 or a finite number
+// above), 3 limit, 4 version the caller holds, 5 the state to seed an
+// empty store with ("" for none), 6 lease TTL (µs, at least a second), 7
+// lease name (its member: "holder/name"), 8 key TTL (ms), 9 want, 10 how
+// long a want counts (ms), 11 the caller's configured ceiling (req/s, 0:
+// none, or a finite number above).
 // Returns {lease or "", wait µs, paused µs, reason, state or false,
 // version, live, in use 0/1, the fleet's ceiling as a string ("0": none)}.
 // The fleet's limits are one field, fl: "lim limt ceil ceilt nonet", the

@@ -14,6 +14,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,6 +64,7 @@ func Run(t *testing.T, h Harness) {
 	}{
 		{"Pauses", pauses},
 		{"Schedule", schedule},
+		{"Clamps", clamps},
 		{"Leases", leases},
 		{"Holder", holder},
 		{"Renew", renew},
@@ -171,12 +173,48 @@ func schedule(e *env) {
 	g = e.acquire(fleet.LeaseRequest{Scope: "s", Rate: 10})
 	e.near(100*time.Millisecond, g.Delay, "nor sends two at once")
 
-	for _, rate := range []float64{0, -1} {
+	for _, rate := range []float64{0, -1, math.NaN(), math.Inf(1), math.Inf(-1)} {
 		scope := fmt.Sprintf("zero%v", rate)
 		e.acquire(fleet.LeaseRequest{Scope: scope, Rate: rate})
 		g := e.acquire(fleet.LeaseRequest{Scope: scope, Rate: 1})
 		assert.Greater(e.t, g.Delay, time.Hour, "after a send at rate %v the next slot is far off", rate)
 	}
+}
+
+// Every store reads a request's numbers alike: a want above 999 is 999, a
+// TTL below a second is a second, a ceiling that is not a finite number
+// at least 0 is none.
+func clamps(e *env) {
+	// a lease asked to live for no time lives a second
+	for i, d := range []time.Duration{time.Nanosecond, -time.Second} {
+		scope := fmt.Sprintf("ttl%d", i)
+		a := fleet.LeaseRequest{Scope: scope, Rate: 1e6, Limit: 1, TTL: d}
+		require.NotEmpty(e.t, e.acquire(a).ID)
+		time.Sleep(100 * time.Millisecond)
+		assert.Empty(e.t, e.acquire(a).ID, "a lease with TTL %v lives a second", d)
+		a.Process = "p2"
+		assert.Equal(e.t, 2, e.acquire(a).Live, "and its process three")
+	}
+	for _, c := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), -3} {
+		g := e.acquire(fleet.LeaseRequest{Scope: fmt.Sprintf("ceil%v", c), Rate: 10, Ceiling: c})
+		assert.Zero(e.t, g.Ceiling, "a ceiling of %v is none", c)
+	}
+	// wants: p2 wants 1101 and p1 ever more; read as 999 each, p2's
+	// demand is the one it holds and 998, p1's part the other 1101
+	const limit = 2100
+	a := func(proc string, want int) fleet.Lease {
+		return e.acquire(fleet.LeaseRequest{Scope: "want", Process: proc, Rate: 1e9, Limit: limit, Want: want, TTL: time.Minute})
+	}
+	start := time.Now()
+	require.NotEmpty(e.t, a("p2", 1101).ID)
+	n := 0
+	for ; n < limit && a("p1", 1e6).ID != ""; n++ {
+	}
+	if time.Since(start) >= fleet.WantFresh-e.slack {
+		e.t.Logf("%d leases took %v, beyond p2's want's life: not checked", n, time.Since(start))
+		return
+	}
+	assert.Equal(e.t, 1101, n, "p1's part, with wants above 999 read as 999")
 }
 
 // Leases bound the fleet's concurrency; one given back is free; one not
