@@ -245,11 +245,11 @@ func (m *MemoryStore) Lease(_ context.Context, a LeaseRequest) (Lease, error) {
 	g.Live = len(s.procs)
 	if s.state == nil && a.Seed != nil {
 		// a store empty of this scope (new, or restarted) takes the
-		// client's view, as version 1: a client that held none has its
+		// client's view, at a new epoch: a client that held none has its
 		// own; one that held another version gets it back as the fleet's
-		s.state, s.version = append([]byte(nil), a.Seed...), 1
+		s.state, s.version = append([]byte(nil), a.Seed...), storeEpoch(now)
 		if a.Version == 0 {
-			a.Version = 1
+			a.Version = s.version
 		}
 	}
 	if s.version != a.Version {
@@ -299,6 +299,12 @@ func (m *MemoryStore) Lease(_ context.Context, a LeaseRequest) (Lease, error) {
 	return g, nil
 }
 
+// storeEpoch is the version a scope's first state gets (a new scope, or
+// one a restart emptied): the store's clock in microseconds, so that a
+// client holding a version from before never finds the new numbering at
+// it (that would need more than a commit a microsecond).
+func storeEpoch(now time.Time) uint64 { return uint64(max(now.UnixMicro(), 1)) }
+
 // Return implements Store.
 func (m *MemoryStore) Return(_ context.Context, r Return) (Settlement, error) {
 	m.mu.Lock()
@@ -321,6 +327,9 @@ func (m *MemoryStore) Return(_ context.Context, r Return) (Settlement, error) {
 	if r.State != nil {
 		if s.version == r.Version {
 			s.state, s.version = append([]byte(nil), r.State...), r.Version+1
+			if r.Version == 0 {
+				s.version = storeEpoch(now) // a first state starts an epoch
+			}
 			st.Committed = true
 		}
 	}

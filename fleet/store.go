@@ -100,7 +100,12 @@ type LeaseRequest struct {
 	// above 999 is 999.
 	Want int
 	// Version is the version of the law state the caller holds (0: none);
-	// Seed its state, stored if the fleet has none.
+	// Seed its state, stored if the fleet has none. A first state stored
+	// on a scope (a new scope, or one a restart emptied, seeded or
+	// committed on version 0) starts a new epoch of versions, taken from
+	// the store's clock, not 1: a caller that held version N before the
+	// restart never finds the new numbering at N, so it neither looks up
+	// to date nor commits over the fleet's state.
 	Version uint64
 	Seed    []byte
 	// TTL is how long the lease lives unless renewed (below a second is

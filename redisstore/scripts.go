@@ -46,6 +46,7 @@ local function num(v)
   if not n or n ~= n or n < 0 or n > 9007199254740992 then return 0 end
   return n
 end
+local function int(n) return string.format('%.0f', n) end
 local nowms = math.floor(now / 1000)
 local skew = 1000 -- ms: how far ahead of TIME a stored time may be
 -- stamp reads a time stored in ms: 0 (absent) beyond the skew ahead
@@ -66,8 +67,11 @@ local function sweep(ttl)
 end
 local function law()
   local l = redis.call('HMGET', KEYS[2], 'state', 'version')
-  if not l[1] or not tonumber(l[2] or '') then return false, '0' end
-  return l[1], l[2]
+  local v = l[2] or ''
+  if not l[1] or not string.match(v, '^[1-9]%d*$') or num(v) == 0 or num(v) >= 9007199254740992 then
+    return false, '0'
+  end
+  return l[1], v
 end
 `
 
@@ -137,8 +141,10 @@ end
 // The fleet's limits are one field, fl: "lim limt ceil ceilt nonet", the
 // highest concurrency limit asked within the want's life and when (ms),
 // the highest configured ceiling of the live processes and when, and when
-// a process last asked
-// with no ceiling.
+// a process last asked with no ceiling; each time in the server's future
+// reads as absent, with what it stamps. A first state stored (a seed, or a
+// commit on version 0) starts an epoch: its version is the server's clock
+// in µs.
 var acquireScript = redis.NewScript(prelude + fair + `
 local rate = tonumber(ARGV[2]) or 0
 local limit = tonumber(ARGV[3])
@@ -151,11 +157,11 @@ local fresh = tonumber(ARGV[10])
 redis.call('ZADD', KEYS[4], nowms * 1000 + want, ARGV[1])
 local state, ver = law()
 if not state and ARGV[5] ~= '' then
-  -- an empty store takes the caller's view as version 1: a caller that
+  -- an empty store takes the caller's view at a new epoch: a caller that
   -- held none has its own; one that held another gets it back
-  state, ver = ARGV[5], '1'
-  redis.call('HSET', KEYS[2], 'state', state, 'version', 1)
-  if version == '0' then version = '1' end
+  state, ver = ARGV[5], int(now)
+  redis.call('HSET', KEYS[2], 'state', state, 'version', ver)
+  if version == '0' then version = ver end
 end
 local out = false
 if ver ~= version and state then out = state end
@@ -272,7 +278,8 @@ if pause > now then paused = pause - now else reason = 0 end
 local committed = 0
 local state, ver = law()
 if ARGV[5] ~= '' and ver == ARGV[6] then
-  ver = tostring(tonumber(ARGV[6]) + 1)
+  -- the next version; a first state starts an epoch
+  if ver == '0' then ver = int(now) else ver = int(tonumber(ver) + 1) end
   redis.call('HSET', KEYS[2], 'state', ARGV[5], 'version', ver)
   committed, state = 1, false
 end

@@ -70,6 +70,7 @@ func Run(t *testing.T, h Harness) {
 		{"Renew", renew},
 		{"RenewLive", renewLive},
 		{"Law", lawState},
+		{"Epoch", epoch},
 		{"Live", live},
 		{"Future", future},
 		{"Concurrent", concurrent},
@@ -317,30 +318,76 @@ func lawState(e *env) {
 	assert.Zero(e.t, g.Version)
 	g = e.acquire(fleet.LeaseRequest{Scope: "d", Rate: 1, Seed: []byte("s0")})
 	assert.Nil(e.t, g.State, "the seed is the caller's own state")
-	assert.Equal(e.t, uint64(1), g.Version)
+	v := g.Version
+	assert.NotZero(e.t, v, "a state stored has a version")
 	g = e.acquire(fleet.LeaseRequest{Scope: "d", Process: "p2", Rate: 1, Seed: []byte("other")})
 	assert.Equal(e.t, []byte("s0"), g.State, "another process gets it; a seed does not replace a state")
-	assert.Equal(e.t, uint64(1), g.Version)
-	g = e.acquire(fleet.LeaseRequest{Scope: "d", Process: "p2", Rate: 1, Version: 1})
+	assert.Equal(e.t, v, g.Version)
+	g = e.acquire(fleet.LeaseRequest{Scope: "d", Process: "p2", Rate: 1, Version: v})
 	assert.Nil(e.t, g.State, "a caller up to date gets no state")
-	assert.Equal(e.t, uint64(1), g.Version)
+	assert.Equal(e.t, v, g.Version)
 
-	st := e.release(fleet.Return{Scope: "d", State: []byte("s1"), Version: 1})
+	st := e.release(fleet.Return{Scope: "d", State: []byte("s1"), Version: v})
 	assert.True(e.t, st.Committed)
-	assert.Equal(e.t, uint64(2), st.Version)
-	st = e.release(fleet.Return{Scope: "d", Process: "p2", State: []byte("s1'"), Version: 1})
+	assert.Equal(e.t, v+1, st.Version)
+	st = e.release(fleet.Return{Scope: "d", Process: "p2", State: []byte("s1'"), Version: v})
 	assert.False(e.t, st.Committed, "derived from a version that is gone")
 	assert.Equal(e.t, []byte("s1"), st.State, "the fleet's state comes back instead")
-	assert.Equal(e.t, uint64(2), st.Version)
+	assert.Equal(e.t, v+1, st.Version)
 	st = e.release(fleet.Return{Scope: "d"})
 	assert.False(e.t, st.Committed, "no state, nothing committed")
-	assert.Equal(e.t, uint64(2), st.Version)
+	assert.Equal(e.t, v+1, st.Version)
+
+	// a store restarted empty is seeded by a caller that held a version
+	// of the state before: it gets its state back as the fleet's, at the
+	// fleet's version, not its own
+	g = e.acquire(fleet.LeaseRequest{Scope: "re", Rate: 1, Version: 7, Seed: []byte("kept")})
+	assert.Equal(e.t, []byte("kept"), g.State, "the seed comes back as the fleet's state")
+	assert.NotZero(e.t, g.Version)
+	assert.NotEqual(e.t, uint64(7), g.Version, "at the fleet's version")
+	st = e.release(fleet.Return{Scope: "re", State: []byte("kept2"), Version: 7})
+	assert.False(e.t, st.Committed, "a version from before the restart commits nothing")
+	st = e.release(fleet.Return{Scope: "re", State: []byte("kept2"), Version: g.Version})
+	assert.True(e.t, st.Committed, "the fleet's version does")
 
 	bin := []byte{0, 1, 2, 0xff, '\n', 0}
 	st = e.release(fleet.Return{Scope: "bin", State: bin, Version: 0})
 	assert.True(e.t, st.Committed, "a scope with no state commits on version 0")
 	g = e.acquire(fleet.LeaseRequest{Scope: "bin", Rate: 1})
 	assert.Equal(e.t, bin, g.State, "states are bytes, kept exactly")
+}
+
+// A scope's state versions start from a new epoch each time the store
+// stores a first state (a new scope, or one lost in a restart): a caller
+// that held a version before never finds the new numbering at its
+// version, so it neither looks up to date nor commits over the fleet's.
+func epoch(e *env) {
+	g := e.acquire(fleet.LeaseRequest{Scope: "ep1", Rate: 1e6, Seed: []byte("a0")})
+	v := g.Version
+	for i := range 3 {
+		st := e.release(fleet.Return{Scope: "ep1", State: fmt.Appendf(nil, "a%d", i+1), Version: v})
+		require.True(e.t, st.Committed)
+		v = st.Version
+	}
+	time.Sleep(10 * time.Millisecond)
+	// the scope as a store restarted empty has it: another process seeds it
+	g = e.acquire(fleet.LeaseRequest{Scope: "ep2", Process: "p2", Rate: 1e6, Seed: []byte("b0")})
+	w := g.Version
+	for i := range 3 {
+		st := e.release(fleet.Return{Scope: "ep2", Process: "p2", State: fmt.Appendf(nil, "b%d", i+1), Version: w})
+		require.True(e.t, st.Committed)
+		w = st.Version
+	}
+	g = e.acquire(fleet.LeaseRequest{Scope: "ep2", Rate: 1e6, Version: v})
+	assert.Equal(e.t, []byte("b3"), g.State, "a version held from before is never the fleet's, though as many commits were made")
+	st := e.release(fleet.Return{Scope: "ep2", State: []byte("stale"), Version: v})
+	assert.False(e.t, st.Committed, "nor commits")
+	assert.Equal(e.t, w, st.Version)
+
+	// a commit on a scope with no state starts an epoch too
+	st = e.release(fleet.Return{Scope: "ep3", State: []byte("c0"), Version: 0})
+	require.True(e.t, st.Committed)
+	assert.Greater(e.t, st.Version, uint64(5), "not 1")
 }
 
 // Live counts the processes acquiring on a scope; one that stopped is no
