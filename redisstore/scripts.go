@@ -29,8 +29,11 @@ import "github.com/redis/go-redis/v9"
 // freeing (ZREM, ZREMRANGEBYSCORE) and then may write a few bytes: a lease
 // is never stranded because Redis is full.
 //
-// Large numbers never go through Lua's tostring (14 digits): redis.call
-// passes them exactly, and the pause message is built from ARGV.
+// Large numbers never go through Lua's tostring or '..' (14 digits):
+// redis.call passes them exactly, what is written as text is formatted
+// with string.format ('%.0f' for integers, '%.17g' for rates, which both
+// round-trip), and the pause message is built from ARGV. A law version is
+// a decimal integer below 2^53, compared as a string.
 
 // prelude reads the clock and repairs the keys.
 const prelude = `
@@ -226,9 +229,9 @@ if grant then
   lease, wait = ARGV[7], slot - now
   if limit > 0 and redis.call('ZCARD', KEYS[3]) >= limit then inuse = 1 end
 end
-redis.call('HSET', KEYS[1], 'fl', lim .. ' ' .. limt .. ' ' .. ceil .. ' ' .. ceilt .. ' ' .. nonet)
+redis.call('HSET', KEYS[1], 'fl', string.format('%.0f %.0f %.17g %.0f %.0f', lim, limt, ceil, ceilt, nonet))
 for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], keyttl) end
-return {lease, wait, paused, reason, out, ver, live, inuse, tostring(fleetceil)}
+return {lease, wait, paused, reason, out, ver, live, inuse, string.format('%.17g', fleetceil)}
 `)
 
 // releaseScript: ARGV 1 process, 2 lease ("" for none), 3 pause (µs, 0

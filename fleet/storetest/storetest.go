@@ -78,6 +78,7 @@ func Run(t *testing.T, h Harness) {
 		{"Fair", fair},
 		{"Turns", turns},
 		{"Ceilings", ceilings},
+		{"ExactCeiling", exactCeiling},
 		{"Accepted", accepted},
 		{"Scopes", scopes},
 	}
@@ -667,4 +668,15 @@ func ceilings(e *env) {
 	time.Sleep(3*ttl + e.slack + 10*time.Millisecond)
 	g = a("p1", 2)
 	assert.Equal(e.t, 2.0, g.Ceiling, "the others' ceilings lapse when they are no longer live")
+}
+
+// A ceiling is kept and returned exactly, whatever its digits.
+func exactCeiling(e *env) {
+	c := math.Nextafter(3, 0) // 2.9999999999999996: 14 digits would make it 3
+	for range 2 {
+		g := e.acquire(fleet.LeaseRequest{Scope: "xc", Rate: 10, Ceiling: c})
+		assert.Equal(e.t, c, g.Ceiling)
+	}
+	g := e.acquire(fleet.LeaseRequest{Scope: "xc", Process: "p2", Rate: 10, Ceiling: 2.5})
+	assert.Equal(e.t, c, g.Ceiling, "a lower ceiling leaves the highest live one")
 }
