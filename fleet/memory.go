@@ -348,6 +348,9 @@ func (m *MemoryStore) Return(_ context.Context, r Return) (Settlement, error) {
 	return st, nil
 }
 
+// queueCap is the most processes a scope's queue holds.
+const queueCap = 256
+
 // grant reports whether proc may take a lease on s now, under limit: one
 // is free, proc holds less than its part (rounded up), and no process that
 // waits in the queue before it, under its part, is left without one; a
@@ -376,6 +379,18 @@ func (s *memoryScope) grant(now time.Time, proc string, limit int) bool {
 	case ok && queued:
 		s.queue = slices.DeleteFunc(s.queue, func(n string) bool { return n == proc })
 	case !ok && !queued:
+		if len(s.queue) >= queueCap {
+			// full: the process that asked least lately (the first of
+			// those) leaves its place, so that one refused now is not
+			// left out of the queue for as long as others keep it full
+			stalest := 0
+			for i, name := range s.queue {
+				if s.procs[name].seen.UnixMilli() < s.procs[s.queue[stalest]].seen.UnixMilli() {
+					stalest = i
+				}
+			}
+			s.queue = slices.Delete(s.queue, stalest, stalest+1)
+		}
 		s.queue = append(s.queue, proc)
 	}
 	return ok

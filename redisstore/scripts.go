@@ -83,10 +83,9 @@ end
 // fresh ms, or holds a lease, has a demand, its leases held plus its want
 // (if fresh); no one is owed more than its demand, and what the smaller
 // demands leave is shared equally among the larger ones. It returns the
-// parts owed, the leases held, and the wants, by process, and the leases
-// held in all. Leases not named "process/n" count as a demand of their own.
-// With ttl (the lease TTL, µs) above 0 it first forgets the processes not
-// seen for three lease lives.
+// parts owed, the leases held, the wants and when they were asked (ms), by
+// process, and the leases held in all. A lease's holder is its name up to
+// the last '/'. It first sweeps (ttl as sweep's).
 const fair = `
 local function cap(part) return math.ceil(part - 1e-9) end
 local function fair(limit, fresh, ttl)
@@ -97,12 +96,14 @@ local function fair(limit, fresh, ttl)
     held[p] = (held[p] or 0) + 1
     total = total + 1
   end
-  local want, demand = {}, {}
+  local want, seen, demand = {}, {}, {}
   local ps = redis.call('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES')
   for i = 1, #ps, 2 do
     local sc = tonumber(ps[i + 1]) or 0
     local w = sc % 1000
-    if math.floor(sc / 1000) > nowms - fresh then want[ps[i]] = w end
+    if math.floor(sc / 1000) > nowms - fresh then
+      want[ps[i]], seen[ps[i]] = w, math.floor(sc / 1000)
+    end
   end
   for p, n in pairs(held) do demand[#demand + 1] = {p, n + (want[p] or 0)} end
   for p, w in pairs(want) do
@@ -115,7 +116,7 @@ local function fair(limit, fresh, ttl)
     owed[d[1]] = part
     left = left - part
   end
-  return owed, held, want, total
+  return owed, held, want, total, seen
 end
 -- queue reads the processes refused a lease while they wanted one, in the
 -- order they were first refused (the schedule's field q, one per line),
@@ -199,7 +200,7 @@ if limit > 0 then
   -- the fleet keeps to the highest limit asked lately
   if limit >= lim or limt <= nowms - fresh then lim, limt = limit, nowms end
   limit = lim
-  local owed, held, wants, total = fair(limit, fresh, ttl)
+  local owed, held, wants, total, seen = fair(limit, fresh, ttl)
   -- a lease for this process if one is free, it holds less than its part
   -- (rounded up, so that fractional parts take turns), and no process
   -- queued before it, under its part, is left without one; refused, it
@@ -214,7 +215,20 @@ if limit > 0 then
   end
   grant = limit - total > ahead and (held[ARGV[1]] or 0) < cap(owed[ARGV[1]] or 0)
   if not grant then
-    if queued then keep = q elseif #keep < 256 then keep[#keep + 1] = ARGV[1] end
+    if queued then keep = q
+    else
+      if #keep >= 256 then
+        -- full: the process that asked least lately (the first of those)
+        -- leaves its place, so that one refused now is not left out of
+        -- the queue for as long as others keep it full
+        local stalest = 1
+        for k, n in ipairs(keep) do
+          if (seen[n] or 0) < (seen[keep[stalest]] or 0) then stalest = k end
+        end
+        table.remove(keep, stalest)
+      end
+      keep[#keep + 1] = ARGV[1]
+    end
   end
   setqueue(keep)
 else

@@ -77,6 +77,7 @@ func Run(t *testing.T, h Harness) {
 		{"Notifier", notifier},
 		{"Fair", fair},
 		{"Turns", turns},
+		{"QueueCap", queueCap},
 		{"Ceilings", ceilings},
 		{"ExactCeiling", exactCeiling},
 		{"Accepted", accepted},
@@ -639,6 +640,31 @@ func turns(e *env) {
 	require.True(e.t, heard, "p2 is owed the lease p1 gave back")
 	assert.Equal(e.t, fleet.Notice{Scope: "t", Turn: "p2"}, m)
 	assert.NotEmpty(e.t, a("p2", "p2/b", 2).ID, "and gets it")
+}
+
+// The queue of refused processes holds 256 of them; a process refused
+// while it is full takes the place of the one that asked least lately,
+// so that it is served in its turn instead of waiting behind a queue that
+// never lets it in.
+func queueCap(e *env) {
+	const n = 257
+	a := func(proc string) fleet.Lease {
+		return e.acquire(fleet.LeaseRequest{Scope: "qc", Process: proc, Rate: 1e9, Limit: 1, TTL: time.Minute})
+	}
+	g := a("p0")
+	require.NotEmpty(e.t, g.ID)
+	for i := range n {
+		require.Empty(e.t, a(fmt.Sprintf("q%d", i)).ID, "the limit is in use")
+	}
+	e.release(fleet.Return{Scope: "qc", Process: "p0", Lease: g.ID})
+	for i := 1; i < n; i++ {
+		proc := fmt.Sprintf("q%d", i)
+		g := a(proc)
+		if !assert.NotEmpty(e.t, g.ID, "%s's turn (q0 left the queue for q%d)", proc, n-1) {
+			return
+		}
+		e.release(fleet.Return{Scope: "qc", Process: proc, Lease: g.ID})
+	}
 }
 
 // The fleet's configured ceiling is the highest its processes asked with
