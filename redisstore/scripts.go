@@ -310,11 +310,12 @@ for v in string.gmatch(redis.call('HGET', KEYS[1], 'acc') or '', '%d+') do
   i = i + 1
 end
 if newest > tick or first > tick then first, newest, ring = tick, tick, {0, 0, 0, 0, 0, 0, 0, 0} end
--- the second counted starts at the first accepted answer
 if tick > newest then
   for k = newest + 1, math.min(tick, newest + 8) do ring[k % 8 + 1] = 0 end
   newest = tick
 end
+-- the ring is written only for an accepted answer: the second counted
+-- starts at the first one (first is this tick while acc is absent)
 if ARGV[10] == '1' then
   ring[tick % 8 + 1] = ring[tick % 8 + 1] + 1
   redis.call('HSET', KEYS[1], 'acc', first .. ' ' .. newest .. ' ' .. table.concat(ring, ' '))
