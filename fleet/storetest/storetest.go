@@ -77,6 +77,7 @@ func Run(t *testing.T, h Harness) {
 		{"Notifier", notifier},
 		{"Fair", fair},
 		{"Turns", turns},
+		{"Ahead", ahead},
 		{"QueueCap", queueCap},
 		{"Ceilings", ceilings},
 		{"ExactCeiling", exactCeiling},
@@ -640,6 +641,26 @@ func turns(e *env) {
 	require.True(e.t, heard, "p2 is owed the lease p1 gave back")
 	assert.Equal(e.t, fleet.Notice{Scope: "t", Turn: "p2"}, m)
 	assert.NotEmpty(e.t, a("p2", "p2/b", 2).ID, "and gets it")
+}
+
+// Turns go in the order processes were refused: with two waiting, a
+// lease given back is the first's, and the second, under its part too, is
+// refused it although it is free.
+func ahead(e *env) {
+	a := func(proc string) fleet.Lease {
+		e.t.Helper()
+		return e.acquire(fleet.LeaseRequest{Scope: "ah", Process: proc, Rate: 1e9, Limit: 2, TTL: time.Minute})
+	}
+	g1, g2 := a("p0"), a("p0")
+	require.NotEmpty(e.t, g1.ID)
+	require.NotEmpty(e.t, g2.ID)
+	require.Empty(e.t, a("p1").ID, "the limit is in use")
+	require.Empty(e.t, a("p2").ID)
+	e.release(fleet.Return{Scope: "ah", Process: "p0", Lease: g1.ID})
+	assert.Empty(e.t, a("p2").ID, "p1, refused first, is owed the lease")
+	assert.NotEmpty(e.t, a("p1").ID, "and gets it")
+	e.release(fleet.Return{Scope: "ah", Process: "p0", Lease: g2.ID})
+	assert.NotEmpty(e.t, a("p2").ID, "then p2 its turn")
 }
 
 // The queue of refused processes holds 256 of them; a process refused
