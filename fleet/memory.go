@@ -73,9 +73,14 @@ type acceptedRing struct {
 const acceptedSlot = time.Second / 8
 
 // add counts n answers at tick t and returns the count over the last
-// second, or -1 while the ring has counted for less than one.
+// second, or -1 while the ring has counted for less than one since its
+// first accepted answer. A ring whose ticks are ahead of t (a clock that
+// went back) starts again.
 func (a *acceptedRing) add(t int64, n uint32) float64 {
-	if a.first == 0 {
+	if a.tick > t || a.first > t {
+		*a = acceptedRing{}
+	}
+	if a.first == 0 && n > 0 {
 		a.first = t
 	}
 	if t > a.tick {
@@ -91,7 +96,7 @@ func (a *acceptedRing) add(t int64, n uint32) float64 {
 	for _, v := range a.n {
 		sum += v
 	}
-	if t-a.first < 8 {
+	if a.first == 0 || t-a.first < 8 {
 		return -1
 	}
 	return float64(sum)
@@ -130,12 +135,31 @@ func (m *MemoryStore) scopeLocked(name string, now time.Time) *memoryScope {
 		}
 	}
 	for k, p := range s.procs {
-		if !now.Before(p.exp) {
+		if !now.Before(p.exp) || future(p.seen, now) {
 			delete(s.procs, k)
 		}
 	}
+	if future(s.limitAt, now) {
+		s.limit, s.limitAt = 0, time.Time{}
+	}
+	if future(s.ceilAt, now) {
+		s.ceil, s.ceilAt = 0, time.Time{}
+	}
+	if future(s.noneAt, now) {
+		s.noneAt = time.Time{}
+	}
 	return s
 }
+
+// stampSkew is how far in the store's future a time it stored may be and
+// still count: one further ahead (a clock that went back, another program
+// writing) reads as absent, so that it neither holds the fleet's limits
+// nor makes a process that asked then live or wanting.
+const stampSkew = time.Second
+
+// future reports whether t, a time stored, is beyond the skew allowed
+// ahead of now.
+func future(t, now time.Time) bool { return t.After(now.Add(stampSkew)) }
 
 // fleetCeiling notes a process's configured ceiling (0: none) and returns
 // the fleet's: the highest of the live processes' (those that asked within
@@ -182,24 +206,50 @@ func (s *memoryScope) shares(now time.Time, limit int) (owed map[string]float64,
 	return owed, held
 }
 
+// The bounds a request's numbers are read within, as package redisstore
+// reads them too (fleet/storetest holds both to them): a want of at most
+// maxWant, a TTL of at least minTTL, a rate or ceiling that is a finite
+// number above 0 (else 0).
+const (
+	maxWant = 999
+	minTTL  = time.Second
+)
+
+// clampWant is want as the stores read it: within [1, maxWant].
+func clampWant(want int) int { return min(max(want, 1), maxWant) }
+
+// clampTTL is a lease TTL as the stores read it: at least minTTL.
+func clampTTL(ttl time.Duration) time.Duration { return max(ttl, minTTL) }
+
+// clampRate is a rate or ceiling as the stores read it: r if it is a
+// finite number above 0, else 0.
+func clampRate(r float64) float64 {
+	if r > 0 && !math.IsInf(r, 1) {
+		return r
+	}
+	return 0
+}
+
 // Lease implements Store.
 func (m *MemoryStore) Lease(_ context.Context, a LeaseRequest) (Lease, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.clock()
+	a.TTL, a.Want = clampTTL(a.TTL), clampWant(a.Want)
+	a.Rate, a.Ceiling = clampRate(a.Rate), clampRate(a.Ceiling)
 	s := m.scopeLocked(a.Scope, now)
 	proc := s.procs[a.Process]
-	proc.exp, proc.seen, proc.want = now.Add(3*a.TTL), now, max(a.Want, 1)
+	proc.exp, proc.seen, proc.want = now.Add(3*a.TTL), now, a.Want
 	s.procs[a.Process] = proc
 	var g Lease
 	g.Live = len(s.procs)
 	if s.state == nil && a.Seed != nil {
 		// a store empty of this scope (new, or restarted) takes the
-		// client's view, as version 1: a client that held none has its
+		// client's view, at a new epoch: a client that held none has its
 		// own; one that held another version gets it back as the fleet's
-		s.state, s.version = append([]byte(nil), a.Seed...), 1
+		s.state, s.version = append([]byte(nil), a.Seed...), storeEpoch(now)
 		if a.Version == 0 {
-			a.Version = 1
+			a.Version = s.version
 		}
 	}
 	if s.version != a.Version {
@@ -249,6 +299,12 @@ func (m *MemoryStore) Lease(_ context.Context, a LeaseRequest) (Lease, error) {
 	return g, nil
 }
 
+// storeEpoch is the version a scope's first state gets (a new scope, or
+// one a restart emptied): the store's clock in microseconds, so that a
+// client holding a version from before never finds the new numbering at
+// it (that would need more than a commit a microsecond).
+func storeEpoch(now time.Time) uint64 { return uint64(max(now.UnixMicro(), 1)) }
+
 // Return implements Store.
 func (m *MemoryStore) Return(_ context.Context, r Return) (Settlement, error) {
 	m.mu.Lock()
@@ -271,6 +327,9 @@ func (m *MemoryStore) Return(_ context.Context, r Return) (Settlement, error) {
 	if r.State != nil {
 		if s.version == r.Version {
 			s.state, s.version = append([]byte(nil), r.State...), r.Version+1
+			if r.Version == 0 {
+				s.version = storeEpoch(now) // a first state starts an epoch
+			}
 			st.Committed = true
 		}
 	}
@@ -288,6 +347,9 @@ func (m *MemoryStore) Return(_ context.Context, r Return) (Settlement, error) {
 	st.Accepted = s.acc.add(now.UnixNano()/int64(acceptedSlot), n)
 	return st, nil
 }
+
+// queueCap is the most processes a scope's queue holds.
+const queueCap = 256
 
 // grant reports whether proc may take a lease on s now, under limit: one
 // is free, proc holds less than its part (rounded up), and no process that
@@ -317,6 +379,18 @@ func (s *memoryScope) grant(now time.Time, proc string, limit int) bool {
 	case ok && queued:
 		s.queue = slices.DeleteFunc(s.queue, func(n string) bool { return n == proc })
 	case !ok && !queued:
+		if len(s.queue) >= queueCap {
+			// full: the process that asked least lately (the first of
+			// those) leaves its place, so that one refused now is not
+			// left out of the queue for as long as others keep it full
+			stalest := 0
+			for i, name := range s.queue {
+				if s.procs[name].seen.UnixMilli() < s.procs[s.queue[stalest]].seen.UnixMilli() {
+					stalest = i
+				}
+			}
+			s.queue = slices.Delete(s.queue, stalest, stalest+1)
+		}
 		s.queue = append(s.queue, proc)
 	}
 	return ok
@@ -381,6 +455,7 @@ func (m *MemoryStore) Renew(_ context.Context, scope, process string, leases []s
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.clock()
+	ttl = clampTTL(ttl)
 	s := m.scopeLocked(scope, now)
 	for _, id := range leases {
 		// a lease that expired is gone, swept or not
@@ -389,9 +464,12 @@ func (m *MemoryStore) Renew(_ context.Context, scope, process string, leases []s
 			s.leases[id] = l
 		}
 	}
-	p := s.procs[process]
-	p.exp = now.Add(3 * ttl)
-	s.procs[process] = p
+	// the process stays live: one not seen, or whose want is stale, is
+	// seen now wanting nothing more (an old want does not come back); a
+	// fresh want is left as it was asked
+	if p, ok := s.procs[process]; !ok || now.Sub(p.seen) >= WantFresh {
+		s.procs[process] = memoryProc{exp: now.Add(3 * ttl), seen: now}
+	}
 	return nil
 }
 

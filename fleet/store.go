@@ -31,7 +31,10 @@ type Store interface {
 	Return(ctx context.Context, r Return) (Settlement, error)
 	// Renew extends the leases a process holds on a scope (a long
 	// download): leases not renewed expire, so a process that dies holds
-	// no slot for long.
+	// no slot for long. The process stays live (Lease.Live) as long as it
+	// renews, without a want it stated long ago coming back: one whose
+	// want is older than WantFresh is counted as wanting nothing more
+	// than it holds.
 	Renew(ctx context.Context, scope, process string, leases []string, ttl time.Duration) error
 }
 
@@ -77,7 +80,9 @@ type LeaseRequest struct {
 	Process string // the caller's name in the fleet, unique per process
 	// ID names the lease to take, unique in the fleet (the process's name
 	// and a counter): a caller whose call failed can give it back, in
-	// case the store took it. "" lets the store name it.
+	// case the store took it. "" lets the store name it. The lease is
+	// held by Process whatever its name (it counts for Process's part):
+	// give it back and renew it as Process.
 	ID string
 	// Rate is the rate the fleet sends at as the caller knows it, req/s:
 	// its law's, under the site's ceilings (Crawl-delay, quota) and the
@@ -85,19 +90,27 @@ type LeaseRequest struct {
 	// ceiling (0: none): it bounds the caller's sends, which it paces
 	// itself, and the fleet's ceiling is the highest of its live
 	// processes' (none if one has none), so that a process with a lower
-	// ceiling leaves the rest to the others.
+	// ceiling leaves the rest to the others. A Rate or Ceiling that is
+	// not a finite number above 0 is 0.
 	Rate    float64
 	Ceiling float64
 	Limit   int // the fleet's concurrency limit, as the caller knows it (0: none); the fleet keeps to the highest limit asked within WantFresh
 	// Want is how many sends of the caller wait for a lease on the scope,
-	// this one included: its demand beyond what it holds. 0 means 1.
+	// this one included: its demand beyond what it holds. 0 means 1;
+	// above 999 is 999.
 	Want int
 	// Version is the version of the law state the caller holds (0: none);
-	// Seed its state, stored if the fleet has none.
+	// Seed its state, stored if the fleet has none. A first state stored
+	// on a scope (a new scope, or one a restart emptied, seeded or
+	// committed on version 0) starts a new epoch of versions, taken from
+	// the store's clock, not 1: a caller that held version N before the
+	// restart never finds the new numbering at N, so it neither looks up
+	// to date nor commits over the fleet's state.
 	Version uint64
 	Seed    []byte
-	// TTL is how long the lease lives unless renewed; the process is
-	// counted live on the scope for three times as long.
+	// TTL is how long the lease lives unless renewed (below a second is
+	// a second); the process is counted live on the scope for three times
+	// as long.
 	TTL time.Duration
 }
 
@@ -158,9 +171,11 @@ type Settlement struct {
 	Reason Reason
 	// Accepted is the fleet's accepted answers over the last second (this
 	// one included), per second: what the law measures a capacity by,
-	// where each process alone sees only its part. -1 while the store has
-	// counted for less than a second (a new scope, or a store restarted
-	// empty): a part of a second is no measure of a rate.
+	// where each process alone sees only its part. -1 until a second has
+	// passed since the first accepted answer the store counted on the
+	// scope (a new scope, or a store restarted empty; a Return that is not
+	// Accepted starts nothing): a part of a second is no measure of a
+	// rate.
 	Accepted float64
 }
 

@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -16,5 +17,8 @@ func TestMemoryStore(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		New:     func(*testing.T) fleet.Store { return &fleet.MemoryStore{} },
 		Virtual: true,
+		Rewind: func(_ *testing.T, s fleet.Store, _ string, d time.Duration) {
+			fleet.Rewind(s.(*fleet.MemoryStore), d)
+		},
 	})
 }

@@ -20,7 +20,12 @@ import (
 // keys hold a hash of the scope, not the scope, so a 100-kB host name
 // costs what a short one does. Idle (one send done, its lease given back),
 // a scope fits in 600 B; worn (four processes over a second, which fills
-// the schedule's ring of accepted counts, and a pause), in 1 kB.
+// the schedule's ring of accepted counts, a pause, and three of them
+// refused while the fourth holds the limit, which writes the queue), in
+// 1.25 kB (the queue's three names take the schedule's hash past the
+// 64-byte values Redis packs, so its own encoding costs more than the
+// names). The queue holds at most 256 names: some 11 kB more with names
+// of this length, for a scope with that many processes waiting.
 //
 //	go test ./redisstore -run TestMemoryPerScope -v
 func TestMemoryPerScope(t *testing.T) {
@@ -54,15 +59,48 @@ func TestMemoryPerScope(t *testing.T) {
 					time.Sleep(130 * time.Millisecond)
 				}
 			}
+			queue(t, s, scope, 4)
 			total, keys := footprint(t, rdb, 3)
 			t.Logf("%6d-byte scope, worn: %d B", n, total)
-			assert.LessOrEqual(t, total, int64(1024), "%d-byte scope", n)
+			assert.LessOrEqual(t, total, int64(1280), "%d-byte scope", n)
 			lengths[n] = keys
 		}
 		assert.Equal(t, lengths[20], lengths[10_000], "keys' lengths do not depend on the scope's")
 		assert.Equal(t, lengths[20], lengths[100_000], "keys' lengths do not depend on the scope's")
 	})
 }
+
+// queue has process 0 take every lease on scope (send's limit), the n-1
+// others refused while it holds them (so queued), and the leases given
+// back: the queue stays, the others still waiting.
+func queue(t *testing.T, s *redisstore.Store, scope string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ask := func(p int) fleet.Lease {
+		g, err := s.Lease(ctx, fleet.LeaseRequest{Scope: scope, Process: processName(p), Rate: 1e6, Limit: limit, TTL: time.Minute})
+		require.NoError(t, err)
+		return g
+	}
+	var held []string
+	for range limit {
+		g := ask(0)
+		require.NotEmpty(t, g.ID, "granted")
+		held = append(held, g.ID)
+	}
+	for p := 1; p < n; p++ {
+		require.Empty(t, ask(p).ID, "refused: the limit is in use")
+	}
+	for _, id := range held {
+		_, err := s.Return(ctx, fleet.Return{Scope: scope, Process: processName(0), Lease: id})
+		require.NoError(t, err)
+	}
+}
+
+// limit is the concurrency limit the processes ask with.
+const limit = 40
+
+func processName(p int) string { return fmt.Sprintf("crawler-7d9f8b6c5-x2k4q-48213-9f3a1c2%d", p) }
 
 // send is one send of process p on scope through s, as the controller
 // makes it (a process name as fleetclient's, the law's 61-byte shared part
@@ -71,9 +109,9 @@ func send(t *testing.T, s *redisstore.Store, scope string, p int, pause time.Dur
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	process := fmt.Sprintf("crawler-7d9f8b6c5-x2k4q-48213-9f3a1c2%d", p)
+	process := processName(p)
 	state := []byte(strings.Repeat("s", 61))
-	g, err := s.Lease(ctx, fleet.LeaseRequest{Scope: scope, Process: process, Rate: 1000, Limit: 40, TTL: time.Minute, Seed: state})
+	g, err := s.Lease(ctx, fleet.LeaseRequest{Scope: scope, Process: process, Rate: 1000, Limit: limit, TTL: time.Minute, Seed: state})
 	require.NoError(t, err)
 	require.NotEmpty(t, g.ID, "granted")
 	_, err = s.Return(ctx, fleet.Return{Scope: scope, Process: process, Lease: g.ID, State: state, Version: g.Version,

@@ -8,23 +8,32 @@ import "github.com/redis/go-redis/v9"
 // from a request is ever part of a script's text: only KEYS and ARGV.
 //
 // KEYS, for every script: 1 the schedule (hash: tat, pause, reason, the
-// fleet's limits fl, the accepted ring acc), 2 the law (hash: state, version), 3 the leases
-// (sorted set: lease -> expiry; a lease is named "process/n"), 4 the
-// processes seen (sorted set: process -> when it last asked, in ms, times
-// 1000, plus its want, the sends it had waiting then, at most 999).
+// fleet's limits fl, the accepted ring acc, the queue q), 2 the law (hash:
+// state, version), 3 the leases (sorted set: lease -> expiry; a lease is
+// named "holder/name", the holder the process that took it: Store maps a
+// caller's lease name to one, see member), 4 the processes seen (sorted
+// set: process -> when it last asked, in ms, times 1000, plus its want,
+// the sends it had waiting then, at most 999).
 //
 // What is stored is untrusted too (another program may write there): a key
 // of the wrong type is dropped, a field that is not a number reads as
-// absent. Both forget at most a schedule, a pause or a state, which the
-// fleet rebuilds (a pause forgotten is one more throttle, answered again).
+// absent, and so does a time more than a second in the server's future (a
+// clock that went back, as after a failover to a node whose clock is
+// behind): a process seen then is forgotten, a limit or ceiling asked then
+// lapses. Each forgets at most a schedule, a pause, a state or a process
+// seen, which the fleet rebuilds (a pause forgotten is one more throttle,
+// answered again).
 // A Redis out of memory (maxmemory, noeviction) refuses an acquisition,
 // whose first write is one that may grow memory (ZADD): the fleet falls
 // back to its shares. It still takes releases and renewals, which start by
 // freeing (ZREM, ZREMRANGEBYSCORE) and then may write a few bytes: a lease
 // is never stranded because Redis is full.
 //
-// Large numbers never go through Lua's tostring (14 digits): redis.call
-// passes them exactly, and the pause message is built from ARGV.
+// Large numbers never go through Lua's tostring or '..' (14 digits):
+// redis.call passes them exactly, what is written as text is formatted
+// with string.format ('%.0f' for integers, '%.17g' for rates, which both
+// round-trip), and the pause message is built from ARGV. A law version is
+// a decimal integer below 2^53, compared as a string.
 
 // prelude reads the clock and repairs the keys.
 const prelude = `
@@ -40,11 +49,32 @@ local function num(v)
   if not n or n ~= n or n < 0 or n > 9007199254740992 then return 0 end
   return n
 end
+local function int(n) return string.format('%.0f', n) end
 local nowms = math.floor(now / 1000)
+local skew = 1000 -- ms: how far ahead of TIME a stored time may be
+-- stamp reads a time stored in ms: 0 (absent) beyond the skew ahead
+local function stamp(v)
+  local n = num(v)
+  if n > nowms + skew then return 0 end
+  return n
+end
+-- sweep forgets the leases expired, the processes seen in the future
+-- and, with ttl (the lease TTL, µs) above 0, those not seen for three
+-- lease lives
+local function sweep(ttl)
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], (nowms + skew + 1) * 1000, '+inf')
+  if ttl > 0 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', (nowms - 3 * ttl / 1000) * 1000)
+  end
+end
 local function law()
   local l = redis.call('HMGET', KEYS[2], 'state', 'version')
-  if not l[1] or not tonumber(l[2] or '') then return false, '0' end
-  return l[1], l[2]
+  local v = l[2] or ''
+  if not l[1] or not string.match(v, '^[1-9]%d*$') or num(v) == 0 or num(v) >= 9007199254740992 then
+    return false, '0'
+  end
+  return l[1], v
 end
 `
 
@@ -53,29 +83,27 @@ end
 // fresh ms, or holds a lease, has a demand, its leases held plus its want
 // (if fresh); no one is owed more than its demand, and what the smaller
 // demands leave is shared equally among the larger ones. It returns the
-// parts owed, the leases held, and the wants, by process, and the leases
-// held in all. Leases not named "process/n" count as a demand of their own.
-// With ttl (the lease TTL, µs) above 0 it first forgets the processes not
-// seen for three lease lives.
+// parts owed, the leases held, the wants and when they were asked (ms), by
+// process, and the leases held in all. A lease's holder is its name up to
+// the last '/'. It first sweeps (ttl as sweep's).
 const fair = `
 local function cap(part) return math.ceil(part - 1e-9) end
 local function fair(limit, fresh, ttl)
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-  if ttl > 0 then
-    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', (nowms - 3 * ttl / 1000) * 1000)
-  end
+  sweep(ttl)
   local held, total = {}, 0
   for _, l in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
     local p = string.match(l, '^(.*)/[^/]*$') or l
     held[p] = (held[p] or 0) + 1
     total = total + 1
   end
-  local want, demand = {}, {}
+  local want, seen, demand = {}, {}, {}
   local ps = redis.call('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES')
   for i = 1, #ps, 2 do
     local sc = tonumber(ps[i + 1]) or 0
     local w = sc % 1000
-    if math.floor(sc / 1000) > nowms - fresh then want[ps[i]] = w end
+    if math.floor(sc / 1000) > nowms - fresh then
+      want[ps[i]], seen[ps[i]] = w, math.floor(sc / 1000)
+    end
   end
   for p, n in pairs(held) do demand[#demand + 1] = {p, n + (want[p] or 0)} end
   for p, w in pairs(want) do
@@ -88,7 +116,7 @@ local function fair(limit, fresh, ttl)
     owed[d[1]] = part
     left = left - part
   end
-  return owed, held, want, total
+  return owed, held, want, total, seen
 end
 -- queue reads the processes refused a lease while they wanted one, in the
 -- order they were first refused (the schedule's field q, one per line),
@@ -106,17 +134,21 @@ local function setqueue(q)
 end
 `
 
-// acquireScript: ARGV 1 process, 2 rate (req/s), 3 limit, 4 version the
-// caller holds, 5 the state to seed an empty store with ("" for none), 6
-// lease TTL (µs), 7 lease name, 8 key TTL (ms), 9 want, 10 how long a want
-// counts (ms), 11 the caller's configured ceiling (req/s, 0: none).
+// acquireScript: ARGV 1 process, 2 rate (req/s, 0 or a finite number
+// above), 3 limit, 4 version the caller holds, 5 the state to seed an
+// empty store with ("" for none), 6 lease TTL (µs, at least a second), 7
+// lease name (its member: "holder/name"), 8 key TTL (ms), 9 want, 10 how
+// long a want counts (ms), 11 the caller's configured ceiling (req/s, 0:
+// none, or a finite number above).
 // Returns {lease or "", wait µs, paused µs, reason, state or false,
 // version, live, in use 0/1, the fleet's ceiling as a string ("0": none)}.
 // The fleet's limits are one field, fl: "lim limt ceil ceilt nonet", the
 // highest concurrency limit asked within the want's life and when (ms),
 // the highest configured ceiling of the live processes and when, and when
-// a process last asked
-// with no ceiling.
+// a process last asked with no ceiling; each time in the server's future
+// reads as absent, with what it stamps. A first state stored (a seed, or a
+// commit on version 0) starts an epoch: its version is the server's clock
+// in µs.
 var acquireScript = redis.NewScript(prelude + fair + `
 local rate = tonumber(ARGV[2]) or 0
 local limit = tonumber(ARGV[3])
@@ -129,11 +161,11 @@ local fresh = tonumber(ARGV[10])
 redis.call('ZADD', KEYS[4], nowms * 1000 + want, ARGV[1])
 local state, ver = law()
 if not state and ARGV[5] ~= '' then
-  -- an empty store takes the caller's view as version 1: a caller that
+  -- an empty store takes the caller's view at a new epoch: a caller that
   -- held none has its own; one that held another gets it back
-  state, ver = ARGV[5], '1'
-  redis.call('HSET', KEYS[2], 'state', state, 'version', 1)
-  if version == '0' then version = '1' end
+  state, ver = ARGV[5], int(now)
+  redis.call('HSET', KEYS[2], 'state', state, 'version', ver)
+  if version == '0' then version = ver end
 end
 local out = false
 if ver ~= version and state then out = state end
@@ -147,7 +179,9 @@ for v in string.gmatch(sc[4] or '', '%S+') do
   if i <= 5 then fl[i] = num(v) end
   i = i + 1
 end
-local lim, limt, ceil, ceilt, nonet = fl[1], fl[2], fl[3], fl[4], fl[5]
+local lim, limt, ceil, ceilt, nonet = fl[1], stamp(fl[2]), fl[3], stamp(fl[4]), stamp(fl[5])
+if limt == 0 then lim = 0 end
+if ceilt == 0 then ceil = 0 end
 -- the fleet's ceiling: the highest asked lately, none if a process asked
 -- with none
 local mine = tonumber(ARGV[11]) or 0
@@ -166,7 +200,7 @@ if limit > 0 then
   -- the fleet keeps to the highest limit asked lately
   if limit >= lim or limt <= nowms - fresh then lim, limt = limit, nowms end
   limit = lim
-  local owed, held, wants, total = fair(limit, fresh, ttl)
+  local owed, held, wants, total, seen = fair(limit, fresh, ttl)
   -- a lease for this process if one is free, it holds less than its part
   -- (rounded up, so that fractional parts take turns), and no process
   -- queued before it, under its part, is left without one; refused, it
@@ -181,12 +215,24 @@ if limit > 0 then
   end
   grant = limit - total > ahead and (held[ARGV[1]] or 0) < cap(owed[ARGV[1]] or 0)
   if not grant then
-    if queued then keep = q elseif #keep < 256 then keep[#keep + 1] = ARGV[1] end
+    if queued then keep = q
+    else
+      if #keep >= 256 then
+        -- full: the process that asked least lately (the first of those)
+        -- leaves its place, so that one refused now is not left out of
+        -- the queue for as long as others keep it full
+        local stalest = 1
+        for k, n in ipairs(keep) do
+          if (seen[n] or 0) < (seen[keep[stalest]] or 0) then stalest = k end
+        end
+        table.remove(keep, stalest)
+      end
+      keep[#keep + 1] = ARGV[1]
+    end
   end
   setqueue(keep)
 else
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', (nowms - 3 * ttl / 1000) * 1000)
+  sweep(ttl)
 end
 local live = redis.call('ZCARD', KEYS[4])
 if grant then
@@ -197,9 +243,9 @@ if grant then
   lease, wait = ARGV[7], slot - now
   if limit > 0 and redis.call('ZCARD', KEYS[3]) >= limit then inuse = 1 end
 end
-redis.call('HSET', KEYS[1], 'fl', lim .. ' ' .. limt .. ' ' .. ceil .. ' ' .. ceilt .. ' ' .. nonet)
+redis.call('HSET', KEYS[1], 'fl', string.format('%.0f %.0f %.17g %.0f %.0f', lim, limt, ceil, ceilt, nonet))
 for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], keyttl) end
-return {lease, wait, paused, reason, out, ver, live, inuse, tostring(fleetceil)}
+return {lease, wait, paused, reason, out, ver, live, inuse, string.format('%.17g', fleetceil)}
 `)
 
 // releaseScript: ARGV 1 process, 2 lease ("" for none), 3 pause (µs, 0
@@ -217,7 +263,9 @@ return {lease, wait, paused, reason, out, ver, live, inuse, tostring(fleetceil)}
 var releaseScript = redis.NewScript(prelude + fair + `
 local keyttl = tonumber(ARGV[7])
 if ARGV[2] ~= '' and redis.call('ZREM', KEYS[3], ARGV[2]) == 1 then
-  local lim = num(string.match(redis.call('HGET', KEYS[1], 'fl') or '', '^%S+'))
+  local fl = redis.call('HGET', KEYS[1], 'fl') or ''
+  local lim = num(string.match(fl, '^%S+'))
+  if stamp(string.match(fl, '^%S+%s+(%S+)')) == 0 then lim = 0 end
   if lim > 0 then
     local owed, held, want, total = fair(lim, tonumber(ARGV[11]), 0)
     local q = queue(want)
@@ -247,7 +295,8 @@ if pause > now then paused = pause - now else reason = 0 end
 local committed = 0
 local state, ver = law()
 if ARGV[5] ~= '' and ver == ARGV[6] then
-  ver = tostring(tonumber(ARGV[6]) + 1)
+  -- the next version; a first state starts an epoch
+  if ver == '0' then ver = int(now) else ver = int(tonumber(ver) + 1) end
   redis.call('HSET', KEYS[2], 'state', ARGV[5], 'version', ver)
   committed, state = 1, false
 end
@@ -265,6 +314,8 @@ if tick > newest then
   for k = newest + 1, math.min(tick, newest + 8) do ring[k % 8 + 1] = 0 end
   newest = tick
 end
+-- the ring is written only for an accepted answer: the second counted
+-- starts at the first one (first is this tick while acc is absent)
 if ARGV[10] == '1' then
   ring[tick % 8 + 1] = ring[tick % 8 + 1] + 1
   redis.call('HSET', KEYS[1], 'acc', first .. ' ' .. newest .. ' ' .. table.concat(ring, ' '))
@@ -276,14 +327,17 @@ for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], keyttl) end
 return {committed, state, ver, paused, reason, acc}
 `)
 
-// renewScript: ARGV 1 process, 2 lease TTL (µs), 3 key TTL (ms), 4... the
-// leases. A lease that expired meanwhile is not brought back. The process
-// stays live; the want it stated stays as it was, and as old.
+// renewScript: ARGV 1 process, 2 lease TTL (µs), 3 key TTL (ms), 4 how
+// long a want counts (ms), 5... the leases (members). A lease that
+// expired meanwhile is not brought back. The process stays live: one not
+// seen, or whose want is stale, is seen now wanting nothing more (an old
+// want does not come back); a fresh want is left as it was asked.
 var renewScript = redis.NewScript(prelude + `
 local ttl = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-for i = 4, #ARGV do redis.call('ZADD', KEYS[3], 'XX', now + ttl, ARGV[i]) end
-if not redis.call('ZSCORE', KEYS[4], ARGV[1]) then
+sweep(0)
+for i = 5, #ARGV do redis.call('ZADD', KEYS[3], 'XX', now + ttl, ARGV[i]) end
+local sc = tonumber(redis.call('ZSCORE', KEYS[4], ARGV[1]) or '')
+if not sc or math.floor(sc / 1000) <= nowms - tonumber(ARGV[4]) then
   redis.call('ZADD', KEYS[4], nowms * 1000, ARGV[1])
 end
 for i = 3, 4 do redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3])) end

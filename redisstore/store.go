@@ -119,20 +119,70 @@ func (s *Store) channel() string { return s.prefix + ":pauses" }
 
 func micros(d time.Duration) int64 { return int64(d / time.Microsecond) }
 
+// The bounds a request's numbers are read within, as fleet.MemoryStore
+// reads them (fleet/storetest holds both to them): a want of at most
+// maxWant, a TTL of at least minTTL, a rate or ceiling that is a finite
+// number above 0 (else 0: a NaN or an infinity never reaches a script).
+const (
+	maxWant = 999
+	minTTL  = time.Second
+)
+
+func clampRate(r float64) float64 {
+	if r > 0 && !math.IsInf(r, 1) {
+		return r
+	}
+	return 0
+}
+
+// member is the name in the leases' sorted set of lease id held by
+// process: the holder, a '/' and a name with no '/', which the scripts
+// read the holder back from (everything before the last '/'). An id that
+// is already "process/name", name free of '/' and '%' (as the fleet's
+// clients and this Store name theirs), is its own member, with no
+// allocation; any other becomes "process/%" and the id with '%' and '/'
+// escaped, so that two ids of a process never share a member.
+func member(process, id string) string {
+	if len(id) > len(process) && id[len(process)] == '/' && strings.HasPrefix(id, process) &&
+		!strings.ContainsAny(id[len(process)+1:], "/%") {
+		return id
+	}
+	var b strings.Builder
+	b.Grow(len(process) + 2 + len(id) + 8)
+	b.WriteString(process)
+	b.WriteString("/%")
+	for i := 0; i < len(id); i++ {
+		switch id[i] {
+		case '%':
+			b.WriteString("%25")
+		case '/':
+			b.WriteString("%2F")
+		default:
+			b.WriteByte(id[i])
+		}
+	}
+	return b.String()
+}
+
 // Lease implements fleet.Store.
 func (s *Store) Lease(ctx context.Context, a fleet.LeaseRequest) (fleet.Lease, error) {
-	ttl := max(a.TTL, time.Second)
+	ttl := max(a.TTL, minTTL)
 	id := a.ID
 	if id == "" {
 		id = a.Process + "/" + strconv.FormatUint(s.leases.Add(1), 10)
 	}
 	res, err := acquireScript.Run(ctx, s.c, s.keys(a.Scope),
-		a.Process, a.Rate, a.Limit, strconv.FormatUint(a.Version, 10), string(a.Seed),
-		micros(ttl), id, s.keyTTL.Milliseconds(), max(a.Want, 1), fleet.WantFresh.Milliseconds(), max(a.Ceiling, 0)).Slice()
+		a.Process, clampRate(a.Rate), a.Limit, strconv.FormatUint(a.Version, 10), string(a.Seed),
+		micros(ttl), member(a.Process, id), s.keyTTL.Milliseconds(), min(max(a.Want, 1), maxWant),
+		fleet.WantFresh.Milliseconds(), clampRate(a.Ceiling)).Slice()
 	if err != nil {
 		return fleet.Lease{}, fmt.Errorf("redisstore: lease %q: %w", a.Scope, err)
 	}
-	return leaseOf(res)
+	g, err := leaseOf(res)
+	if g.ID != "" {
+		g.ID = id // the caller's name, not its member
+	}
+	return g, err
 }
 
 // leaseOf reads acquireScript's reply.
@@ -155,7 +205,7 @@ func leaseOf(res []any) (fleet.Lease, error) {
 // Return implements fleet.Store.
 func (s *Store) Return(ctx context.Context, rel fleet.Return) (fleet.Settlement, error) {
 	res, err := releaseScript.Run(ctx, s.c, s.keys(rel.Scope),
-		rel.Process, rel.Lease, max(micros(rel.Pause), 0), int(rel.Reason), string(rel.State),
+		rel.Process, leaseArg(rel.Process, rel.Lease), max(micros(rel.Pause), 0), int(rel.Reason), string(rel.State),
 		strconv.FormatUint(rel.Version, 10), s.keyTTL.Milliseconds(), s.channel(), rel.Scope, boolArg(rel.Accepted),
 		fleet.WantFresh.Milliseconds()).Slice()
 	if err != nil {
@@ -176,6 +226,14 @@ func settlementOf(res []any) (fleet.Settlement, error) {
 		Accepted:  r.accepted(5),
 	}
 	return st, r.err
+}
+
+// leaseArg is the member of lease held by process, "" for none.
+func leaseArg(process, lease string) string {
+	if lease == "" {
+		return ""
+	}
+	return member(process, lease)
 }
 
 func boolArg(b bool) string {
@@ -282,9 +340,10 @@ func (r *reply) version(i int) uint64 {
 
 // Renew implements fleet.Store.
 func (s *Store) Renew(ctx context.Context, scope, process string, leases []string, ttl time.Duration) error {
-	args := []any{process, micros(max(ttl, time.Second)), s.keyTTL.Milliseconds()}
+	args := make([]any, 0, 4+len(leases))
+	args = append(args, process, micros(max(ttl, minTTL)), s.keyTTL.Milliseconds(), fleet.WantFresh.Milliseconds())
 	for _, l := range leases {
-		args = append(args, l)
+		args = append(args, member(process, l))
 	}
 	if err := renewScript.Run(ctx, s.c, s.keys(scope), args...).Err(); err != nil {
 		return fmt.Errorf("redisstore: renew %q: %w", scope, err)

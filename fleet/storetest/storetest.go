@@ -14,6 +14,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,11 @@ type Harness struct {
 	// Slack is how far a duration the store reports may be off (the store's
 	// clock runs during a round trip). 0 means exact.
 	Slack time.Duration
+	// Rewind sets the store's clock d back against every time it has
+	// stored on scope (as after a failover to a node whose clock is
+	// behind, or another program writing times ahead): the stamps it
+	// reads are then in its future. nil skips the test that needs it.
+	Rewind func(t *testing.T, s fleet.Store, scope string, d time.Duration)
 }
 
 // Reasons of a pause, as a controller would give them (a store keeps
@@ -58,34 +64,43 @@ func Run(t *testing.T, h Harness) {
 	}{
 		{"Pauses", pauses},
 		{"Schedule", schedule},
+		{"Clamps", clamps},
 		{"Leases", leases},
+		{"Holder", holder},
 		{"Renew", renew},
+		{"RenewLive", renewLive},
 		{"Law", lawState},
+		{"Epoch", epoch},
 		{"Live", live},
+		{"Future", future},
 		{"Concurrent", concurrent},
 		{"Notifier", notifier},
 		{"Fair", fair},
 		{"Turns", turns},
+		{"Ahead", ahead},
+		{"QueueCap", queueCap},
 		{"Ceilings", ceilings},
+		{"ExactCeiling", exactCeiling},
 		{"Accepted", accepted},
 		{"Scopes", scopes},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if h.Virtual {
-				synctest.Test(t, func(t *testing.T) { tc.fn(&env{t: t, s: h.New(t), slack: h.Slack}) })
+				synctest.Test(t, func(t *testing.T) { tc.fn(&env{t: t, s: h.New(t), slack: h.Slack, rewind: h.Rewind}) })
 				return
 			}
 			t.Parallel()
-			tc.fn(&env{t: t, s: h.New(t), slack: h.Slack})
+			tc.fn(&env{t: t, s: h.New(t), slack: h.Slack, rewind: h.Rewind})
 		})
 	}
 }
 
 type env struct {
-	t     *testing.T
-	s     fleet.Store
-	slack time.Duration
+	t      *testing.T
+	s      fleet.Store
+	slack  time.Duration
+	rewind func(t *testing.T, s fleet.Store, scope string, d time.Duration)
 }
 
 func (e *env) acquire(a fleet.LeaseRequest) fleet.Lease {
@@ -162,12 +177,48 @@ func schedule(e *env) {
 	g = e.acquire(fleet.LeaseRequest{Scope: "s", Rate: 10})
 	e.near(100*time.Millisecond, g.Delay, "nor sends two at once")
 
-	for _, rate := range []float64{0, -1} {
+	for _, rate := range []float64{0, -1, math.NaN(), math.Inf(1), math.Inf(-1)} {
 		scope := fmt.Sprintf("zero%v", rate)
 		e.acquire(fleet.LeaseRequest{Scope: scope, Rate: rate})
 		g := e.acquire(fleet.LeaseRequest{Scope: scope, Rate: 1})
 		assert.Greater(e.t, g.Delay, time.Hour, "after a send at rate %v the next slot is far off", rate)
 	}
+}
+
+// Every store reads a request's numbers alike: a want above 999 is 999, a
+// TTL below a second is a second, a ceiling that is not a finite number
+// at least 0 is none.
+func clamps(e *env) {
+	// a lease asked to live for no time lives a second
+	for i, d := range []time.Duration{time.Nanosecond, -time.Second} {
+		scope := fmt.Sprintf("ttl%d", i)
+		a := fleet.LeaseRequest{Scope: scope, Rate: 1e6, Limit: 1, TTL: d}
+		require.NotEmpty(e.t, e.acquire(a).ID)
+		time.Sleep(100 * time.Millisecond)
+		assert.Empty(e.t, e.acquire(a).ID, "a lease with TTL %v lives a second", d)
+		a.Process = "p2"
+		assert.Equal(e.t, 2, e.acquire(a).Live, "and its process three")
+	}
+	for _, c := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), -3} {
+		g := e.acquire(fleet.LeaseRequest{Scope: fmt.Sprintf("ceil%v", c), Rate: 10, Ceiling: c})
+		assert.Zero(e.t, g.Ceiling, "a ceiling of %v is none", c)
+	}
+	// wants: p2 wants 1101 and p1 ever more; read as 999 each, p2's
+	// demand is the one it holds and 998, p1's part the other 1101
+	const limit = 2100
+	a := func(proc string, want int) fleet.Lease {
+		return e.acquire(fleet.LeaseRequest{Scope: "want", Process: proc, Rate: 1e9, Limit: limit, Want: want, TTL: time.Minute})
+	}
+	start := time.Now()
+	require.NotEmpty(e.t, a("p2", 1101).ID)
+	n := 0
+	for ; n < limit && a("p1", 1e6).ID != ""; n++ {
+	}
+	if time.Since(start) >= fleet.WantFresh-e.slack {
+		e.t.Logf("%d leases took %v, beyond p2's want's life: not checked", n, time.Since(start))
+		return
+	}
+	assert.Equal(e.t, 1101, n, "p1's part, with wants above 999 read as 999")
 }
 
 // Leases bound the fleet's concurrency; one given back is free; one not
@@ -197,6 +248,31 @@ func leases(e *env) {
 	assert.NotEmpty(e.t, b.ID, "a limit of 0 is no limit")
 }
 
+// A lease's holder is the process that asked for it, whatever its name:
+// a process holding leases named without its own name still holds them
+// for its part, gives them back and renews them by those names.
+func holder(e *env) {
+	ctx := context.Background()
+	a := func(proc, id string, want int) fleet.Lease {
+		e.t.Helper()
+		return e.acquire(fleet.LeaseRequest{Scope: "h", Process: proc, ID: id, Rate: 1e6, Limit: 4, Want: want})
+	}
+	require.Equal(e.t, "x0", a("p1", "x0", 1).ID, "the lease takes the name asked for")
+	require.Equal(e.t, "x1", a("p1", "x1", 1).ID)
+	require.Equal(e.t, "y/0", a("p2", "y/0", 2).ID, "any name")
+	assert.Empty(e.t, a("p1", "x2", 1).ID, "p1 holds its part (2 of 4) while p2 wants one more")
+	assert.NotEmpty(e.t, a("p2", "y/1", 1).ID, "the slot is p2's")
+	time.Sleep(ttl / 2)
+	require.NoError(e.t, e.s.Renew(ctx, "h", "p1", []string{"x1"}, ttl))
+	e.release(fleet.Return{Scope: "h", Process: "p1", Lease: "x0"})
+	assert.NotEmpty(e.t, a("p1", "x3", 1).ID, "x0 given back by its name")
+	time.Sleep(ttl/2 + e.slack + 10*time.Millisecond)
+	// y/0 and y/1 expired; x1 was renewed and x3 is younger
+	assert.NotEmpty(e.t, a("p3", "z0", 3).ID)
+	assert.NotEmpty(e.t, a("p3", "z1", 2).ID)
+	assert.Empty(e.t, a("p3", "z2", 1).ID, "x1 renewed by its name still counts")
+}
+
 // Renew keeps leases alive; a lease that expired stays expired.
 func renew(e *env) {
 	ctx := context.Background()
@@ -214,6 +290,29 @@ func renew(e *env) {
 	require.NoError(e.t, e.s.Renew(ctx, "r", "p1", nil, ttl), "renewing nothing is no error")
 }
 
+// A process that only renews (a long download) stays live, without its
+// old want coming back: the fleet's limit is shared as if it wanted
+// nothing more than it holds.
+func renewLive(e *env) {
+	ctx := context.Background()
+	a := fleet.LeaseRequest{Scope: "rl", Process: "p1", Rate: 1e6, Limit: 4, Want: 5}
+	g := e.acquire(a)
+	require.NotEmpty(e.t, g.ID)
+	for range 8 {
+		time.Sleep(ttl / 2)
+		require.NoError(e.t, e.s.Renew(ctx, "rl", "p1", []string{g.ID}, ttl))
+	}
+	b := fleet.LeaseRequest{Scope: "rl", Process: "p2", Rate: 1e6, Limit: 4, Want: 3}
+	g2 := e.acquire(b)
+	assert.Equal(e.t, 2, g2.Live, "p1 renewed for four lease lives: still live")
+	assert.NotEmpty(e.t, g2.ID)
+	b.Want = 2
+	assert.NotEmpty(e.t, e.acquire(b).ID, "p1's want of long ago holds nothing")
+	b.Want = 1
+	assert.NotEmpty(e.t, e.acquire(b).ID, "p2 takes the three p1 does not hold")
+	assert.Empty(e.t, e.acquire(b).ID, "the limit is in use")
+}
+
 // The law's state: the first client seeds an empty store, another gets it,
 // a state is committed only on the version it derives from.
 func lawState(e *env) {
@@ -222,30 +321,76 @@ func lawState(e *env) {
 	assert.Zero(e.t, g.Version)
 	g = e.acquire(fleet.LeaseRequest{Scope: "d", Rate: 1, Seed: []byte("s0")})
 	assert.Nil(e.t, g.State, "the seed is the caller's own state")
-	assert.Equal(e.t, uint64(1), g.Version)
+	v := g.Version
+	assert.NotZero(e.t, v, "a state stored has a version")
 	g = e.acquire(fleet.LeaseRequest{Scope: "d", Process: "p2", Rate: 1, Seed: []byte("other")})
 	assert.Equal(e.t, []byte("s0"), g.State, "another process gets it; a seed does not replace a state")
-	assert.Equal(e.t, uint64(1), g.Version)
-	g = e.acquire(fleet.LeaseRequest{Scope: "d", Process: "p2", Rate: 1, Version: 1})
+	assert.Equal(e.t, v, g.Version)
+	g = e.acquire(fleet.LeaseRequest{Scope: "d", Process: "p2", Rate: 1, Version: v})
 	assert.Nil(e.t, g.State, "a caller up to date gets no state")
-	assert.Equal(e.t, uint64(1), g.Version)
+	assert.Equal(e.t, v, g.Version)
 
-	st := e.release(fleet.Return{Scope: "d", State: []byte("s1"), Version: 1})
+	st := e.release(fleet.Return{Scope: "d", State: []byte("s1"), Version: v})
 	assert.True(e.t, st.Committed)
-	assert.Equal(e.t, uint64(2), st.Version)
-	st = e.release(fleet.Return{Scope: "d", Process: "p2", State: []byte("s1'"), Version: 1})
+	assert.Equal(e.t, v+1, st.Version)
+	st = e.release(fleet.Return{Scope: "d", Process: "p2", State: []byte("s1'"), Version: v})
 	assert.False(e.t, st.Committed, "derived from a version that is gone")
 	assert.Equal(e.t, []byte("s1"), st.State, "the fleet's state comes back instead")
-	assert.Equal(e.t, uint64(2), st.Version)
+	assert.Equal(e.t, v+1, st.Version)
 	st = e.release(fleet.Return{Scope: "d"})
 	assert.False(e.t, st.Committed, "no state, nothing committed")
-	assert.Equal(e.t, uint64(2), st.Version)
+	assert.Equal(e.t, v+1, st.Version)
+
+	// a store restarted empty is seeded by a caller that held a version
+	// of the state before: it gets its state back as the fleet's, at the
+	// fleet's version, not its own
+	g = e.acquire(fleet.LeaseRequest{Scope: "re", Rate: 1, Version: 7, Seed: []byte("kept")})
+	assert.Equal(e.t, []byte("kept"), g.State, "the seed comes back as the fleet's state")
+	assert.NotZero(e.t, g.Version)
+	assert.NotEqual(e.t, uint64(7), g.Version, "at the fleet's version")
+	st = e.release(fleet.Return{Scope: "re", State: []byte("kept2"), Version: 7})
+	assert.False(e.t, st.Committed, "a version from before the restart commits nothing")
+	st = e.release(fleet.Return{Scope: "re", State: []byte("kept2"), Version: g.Version})
+	assert.True(e.t, st.Committed, "the fleet's version does")
 
 	bin := []byte{0, 1, 2, 0xff, '\n', 0}
 	st = e.release(fleet.Return{Scope: "bin", State: bin, Version: 0})
 	assert.True(e.t, st.Committed, "a scope with no state commits on version 0")
 	g = e.acquire(fleet.LeaseRequest{Scope: "bin", Rate: 1})
 	assert.Equal(e.t, bin, g.State, "states are bytes, kept exactly")
+}
+
+// A scope's state versions start from a new epoch each time the store
+// stores a first state (a new scope, or one lost in a restart): a caller
+// that held a version before never finds the new numbering at its
+// version, so it neither looks up to date nor commits over the fleet's.
+func epoch(e *env) {
+	g := e.acquire(fleet.LeaseRequest{Scope: "ep1", Rate: 1e6, Seed: []byte("a0")})
+	v := g.Version
+	for i := range 3 {
+		st := e.release(fleet.Return{Scope: "ep1", State: fmt.Appendf(nil, "a%d", i+1), Version: v})
+		require.True(e.t, st.Committed)
+		v = st.Version
+	}
+	time.Sleep(10 * time.Millisecond)
+	// the scope as a store restarted empty has it: another process seeds it
+	g = e.acquire(fleet.LeaseRequest{Scope: "ep2", Process: "p2", Rate: 1e6, Seed: []byte("b0")})
+	w := g.Version
+	for i := range 3 {
+		st := e.release(fleet.Return{Scope: "ep2", Process: "p2", State: fmt.Appendf(nil, "b%d", i+1), Version: w})
+		require.True(e.t, st.Committed)
+		w = st.Version
+	}
+	g = e.acquire(fleet.LeaseRequest{Scope: "ep2", Rate: 1e6, Version: v})
+	assert.Equal(e.t, []byte("b3"), g.State, "a version held from before is never the fleet's, though as many commits were made")
+	st := e.release(fleet.Return{Scope: "ep2", State: []byte("stale"), Version: v})
+	assert.False(e.t, st.Committed, "nor commits")
+	assert.Equal(e.t, w, st.Version)
+
+	// a commit on a scope with no state starts an epoch too
+	st = e.release(fleet.Return{Scope: "ep3", State: []byte("c0"), Version: 0})
+	require.True(e.t, st.Committed)
+	assert.Greater(e.t, st.Version, uint64(5), "not 1")
 }
 
 // Live counts the processes acquiring on a scope; one that stopped is no
@@ -257,6 +402,34 @@ func live(e *env) {
 	assert.Equal(e.t, 1, e.acquire(fleet.LeaseRequest{Scope: "l2", Process: "p3", Rate: 1000}).Live, "per scope")
 	time.Sleep(3*ttl + e.slack + 10*time.Millisecond)
 	assert.Equal(e.t, 1, e.acquire(fleet.LeaseRequest{Scope: "l", Process: "p2", Rate: 1000}).Live, "p1 stopped")
+}
+
+// Times a store reads that are in its future (its clock went back, or
+// another program wrote them) count as absent: they neither hold the
+// fleet's limit or ceiling nor make a process that asked then live or
+// wanting.
+func future(e *env) {
+	if e.rewind == nil {
+		e.t.Skip("the harness cannot rewind the store's clock")
+	}
+	g := e.acquire(fleet.LeaseRequest{Scope: "fu", Process: "g1", Rate: 1e6, Limit: 100, Ceiling: 1000, Want: 3})
+	e.release(fleet.Return{Scope: "fu", Process: "g1", Lease: g.ID})
+	g = e.acquire(fleet.LeaseRequest{Scope: "fu", Process: "g2", Rate: 1e6, Limit: 100, Want: 3})
+	e.release(fleet.Return{Scope: "fu", Process: "g2", Lease: g.ID})
+	e.rewind(e.t, e.s, "fu", time.Hour)
+	a := fleet.LeaseRequest{Scope: "fu", Process: "p1", Rate: 10, Limit: 2, Ceiling: 2, Want: 2}
+	g = e.acquire(a)
+	assert.Equal(e.t, 1, g.Live, "processes seen in the store's future are not live")
+	assert.Equal(e.t, 2.0, g.Ceiling, "ceilings asked in the store's future lapse")
+	assert.NotEmpty(e.t, g.ID)
+	granted := 1
+	a.Want = 1
+	for range 4 {
+		if e.acquire(a).ID != "" {
+			granted++
+		}
+	}
+	assert.Equal(e.t, 2, granted, "the limit asked in the store's future lapses; the ghosts' wants hold nothing")
 }
 
 // Many goroutines acquiring at once never hold more leases than the limit
@@ -361,7 +534,14 @@ func scopes(e *env) {
 // it has counted for a second (a new scope, or a store restarted empty,
 // says -1 until then: a part of a second is no measure of a rate).
 func accepted(e *env) {
-	st := e.release(fleet.Return{Scope: "acc", Accepted: true})
+	// the second counted starts at the first accepted answer, not at a
+	// Return that counts none
+	e.release(fleet.Return{Scope: "acc0"})
+	time.Sleep(1100*time.Millisecond + e.slack)
+	st := e.release(fleet.Return{Scope: "acc0", Accepted: true})
+	assert.Equal(e.t, -1.0, st.Accepted, "less than a second counted since the first accepted answer")
+
+	st = e.release(fleet.Return{Scope: "acc", Accepted: true})
 	assert.Equal(e.t, -1.0, st.Accepted, "less than a second counted")
 	time.Sleep(1100*time.Millisecond + e.slack)
 	for range 3 {
@@ -463,6 +643,51 @@ func turns(e *env) {
 	assert.NotEmpty(e.t, a("p2", "p2/b", 2).ID, "and gets it")
 }
 
+// Turns go in the order processes were refused: with two waiting, a
+// lease given back is the first's, and the second, under its part too, is
+// refused it although it is free.
+func ahead(e *env) {
+	a := func(proc string) fleet.Lease {
+		e.t.Helper()
+		return e.acquire(fleet.LeaseRequest{Scope: "ah", Process: proc, Rate: 1e9, Limit: 2, TTL: time.Minute})
+	}
+	g1, g2 := a("p0"), a("p0")
+	require.NotEmpty(e.t, g1.ID)
+	require.NotEmpty(e.t, g2.ID)
+	require.Empty(e.t, a("p1").ID, "the limit is in use")
+	require.Empty(e.t, a("p2").ID)
+	e.release(fleet.Return{Scope: "ah", Process: "p0", Lease: g1.ID})
+	assert.Empty(e.t, a("p2").ID, "p1, refused first, is owed the lease")
+	assert.NotEmpty(e.t, a("p1").ID, "and gets it")
+	e.release(fleet.Return{Scope: "ah", Process: "p0", Lease: g2.ID})
+	assert.NotEmpty(e.t, a("p2").ID, "then p2 its turn")
+}
+
+// The queue of refused processes holds 256 of them; a process refused
+// while it is full takes the place of the one that asked least lately,
+// so that it is served in its turn instead of waiting behind a queue that
+// never lets it in.
+func queueCap(e *env) {
+	const n = 257
+	a := func(proc string) fleet.Lease {
+		return e.acquire(fleet.LeaseRequest{Scope: "qc", Process: proc, Rate: 1e9, Limit: 1, TTL: time.Minute})
+	}
+	g := a("p0")
+	require.NotEmpty(e.t, g.ID)
+	for i := range n {
+		require.Empty(e.t, a(fmt.Sprintf("q%d", i)).ID, "the limit is in use")
+	}
+	e.release(fleet.Return{Scope: "qc", Process: "p0", Lease: g.ID})
+	for i := 1; i < n; i++ {
+		proc := fmt.Sprintf("q%d", i)
+		g := a(proc)
+		if !assert.NotEmpty(e.t, g.ID, "%s's turn (q0 left the queue for q%d)", proc, n-1) {
+			return
+		}
+		e.release(fleet.Return{Scope: "qc", Process: proc, Lease: g.ID})
+	}
+}
+
 // The fleet's configured ceiling is the highest its processes asked with
 // lately, none if one asked with none: the schedule spaces the fleet's
 // sends by it, and a process with a lower ceiling of its own (which it
@@ -490,4 +715,15 @@ func ceilings(e *env) {
 	time.Sleep(3*ttl + e.slack + 10*time.Millisecond)
 	g = a("p1", 2)
 	assert.Equal(e.t, 2.0, g.Ceiling, "the others' ceilings lapse when they are no longer live")
+}
+
+// A ceiling is kept and returned exactly, whatever its digits.
+func exactCeiling(e *env) {
+	c := math.Nextafter(3, 0) // 2.9999999999999996: 14 digits would make it 3
+	for range 2 {
+		g := e.acquire(fleet.LeaseRequest{Scope: "xc", Rate: 10, Ceiling: c})
+		assert.Equal(e.t, c, g.Ceiling)
+	}
+	g := e.acquire(fleet.LeaseRequest{Scope: "xc", Process: "p2", Rate: 10, Ceiling: 2.5})
+	assert.Equal(e.t, c, g.Ceiling, "a lower ceiling leaves the highest live one")
 }
