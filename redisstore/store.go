@@ -172,7 +172,7 @@ func (s *Store) Lease(ctx context.Context, a fleet.LeaseRequest) (fleet.Lease, e
 		id = a.Process + "/" + strconv.FormatUint(s.leases.Add(1), 10)
 	}
 	res, err := acquireScript.Run(ctx, s.c, s.keys(a.Scope),
-		a.Process, clampRate(a.Rate), a.Limit, strconv.FormatUint(a.Version, 10), string(a.Seed),
+		a.Process, clampRate(a.Rate), a.Limit, strconv.FormatUint(a.Version, 10), a.Seed,
 		micros(ttl), member(a.Process, id), s.keyTTL.Milliseconds(), min(max(a.Want, 1), maxWant),
 		fleet.WantFresh.Milliseconds(), clampRate(a.Ceiling)).Slice()
 	if err != nil {
