@@ -405,6 +405,14 @@ func (l *Law) Fresh(t Stamp, s Signal) bool {
 	return true
 }
 
+// Rising reports whether t was sent at a rate not yet judged clean: in slow
+// start, or above the estimate (a probe). A refusal of such a send follows
+// a rise in rate, and says the rate is too high more likely than anything
+// else.
+func (l *Law) Rising(t Stamp) bool {
+	return l.est == 0 || t.Rate > l.est*(1+margin/2)
+}
+
 // Observe feeds the law the answer to ticket t, of signal s, at now.
 func (l *Law) Observe(now time.Duration, t Stamp, s Signal) Verdict {
 	v := Verdict{Fresh: l.Fresh(t, s)}
