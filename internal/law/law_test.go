@@ -618,3 +618,100 @@ func TestRising(t *testing.T) {
 	assert.False(t, l.Rising(l.Sent(0, est/2, 1, false, false)), "under it")
 	assert.True(t, l.Rising(l.Sent(0, est*1.03, 1, false, false)), "a probe")
 }
+
+// origin is a closed loop for the latency signal's tests: a client that
+// sends at the law's rate (a pacer) with at most the law's limit in
+// flight, against a server whose answer to the i-th request, sent at t
+// with k in flight (itself included), takes cost(t, i), times k/workers
+// past its workers (a queue). It returns the law after until.
+func origin(t *testing.T, start float64, workers int, cost func(at time.Duration, i int) time.Duration, until time.Duration, check func(at time.Duration, l *law.Law)) *law.Law {
+	t.Helper()
+	c := cfg
+	c.StartConcurrency = int(start)
+	var l law.Law
+	l.Init(&c, 0)
+	type req struct {
+		tk   law.Stamp
+		done time.Duration
+	}
+	var flight []req
+	i := 0
+	next := time.Duration(0) // the pacer's next send
+	held := false            // the pacer held a send back
+	for at := time.Duration(0); at < until; at += ms {
+		for j := 0; j < len(flight); {
+			if r := flight[j]; r.done <= at {
+				l.RoundTrip(r.done - r.tk.Sent)
+				l.Observe(at, r.tk, law.Success)
+				flight = append(flight[:j], flight[j+1:]...)
+				continue
+			}
+			j++
+		}
+		if len(flight) < int(l.Limit()) && at < next {
+			held = true
+		}
+		for len(flight) < int(l.Limit()) && at >= next {
+			k := len(flight) + 1
+			d := cost(at, i)
+			if k > workers {
+				d = d * time.Duration(k) / time.Duration(workers)
+			}
+			i++
+			flight = append(flight, req{l.Sent(at, l.Rate(), k, k >= int(l.Limit()), held), at + d})
+			held = false
+			next = max(next+time.Duration(float64(sec)/l.Rate()), at-sec/10)
+		}
+		if check != nil {
+			check(at, &l)
+		}
+	}
+	return &l
+}
+
+// A queue is what falls when the concurrency falls: against 4 workers of
+// 100 ms, slow start from 2 overshoots the knee (6 in flight read
+// 150 ms); the drain to the knee brings the round trip back to 100 ms, so
+// the cut stands (at most 1.2 times the unloaded round trip: 4 in flight)
+// and the baseline stays 100 ms.
+func TestLatencyQueueConfirmed(t *testing.T) {
+	l := origin(t, 2, 4, func(time.Duration, int) time.Duration { return 100 * ms }, 20*sec, nil)
+	assert.LessOrEqual(t, l.Limit(), 5.0, "the knee of 4 workers")
+	assert.GreaterOrEqual(t, l.Limit(), 4.0, "full throughput")
+	assert.InDelta(t, float64(100*ms), float64(l.MinRTT()), float64(ms))
+}
+
+// Pages that cost more without any load are no queue: 20-ms pages, then
+// 600-ms pages from 10 s. The round trip reads 30 times the unloaded one;
+// the drain does not bring it down, so the limit returns and the unloaded
+// round trip follows the new cost, within seconds.
+func TestLatencyCostChange(t *testing.T) {
+	var before float64
+	l := origin(t, 12, 1000, func(at time.Duration, _ int) time.Duration {
+		if at < 10*sec {
+			return 20 * ms
+		}
+		return 600 * ms
+	}, 25*sec, func(at time.Duration, l *law.Law) {
+		if at == 10*sec-ms {
+			before = l.Limit()
+		}
+	})
+	assert.GreaterOrEqual(t, l.Limit(), before, "the limit it had before the change")
+	assert.Greater(t, l.MinRTT(), 500*ms, "the unloaded round trip followed the cost")
+}
+
+// Pages whose cost differs from URL to URL (a lognormal-like spread: one
+// page in twenty costs ten times the others) never read as a queue, however
+// many rounds go by: the baseline does not ratchet down to the luckiest
+// round's mean.
+func TestLatencySpreadNoRatchet(t *testing.T) {
+	l := origin(t, 8, 1000, func(_ time.Duration, i int) time.Duration {
+		d := 50*ms + time.Duration((i*7919)%41)*ms // 50-90 ms
+		if i%20 == 7 {
+			d = 900 * ms
+		}
+		return d
+	}, 10*time.Minute, nil)
+	assert.GreaterOrEqual(t, l.Limit(), 8.0, "the limit in use is not cut")
+}
