@@ -169,8 +169,9 @@ func (c *core) record(now time.Duration, t stamp, o *outcome, st *settings) reac
 		c.signal(now, t, o, sig, st, &r)
 	case classify.Blocked:
 		// many sites refuse a crawl that goes too fast with 403: a block
-		// for a request sent at a rate not yet judged clean (slow start, a
-		// probe), or the first since a success, is taken for a throttle,
+		// for a request sent at a rate not yet judged clean (slow start's
+		// doublings, a probe), or the first since a success, is taken for
+		// a throttle,
 		// and the law slows down and probes back as for a 429. Enough
 		// blocks in a row with no success between park the scope, however
 		// each was taken. The tail of a burst already answered counts for

@@ -562,12 +562,16 @@ func (l *Law) Fresh(t Stamp, s Signal) bool {
 	return true
 }
 
-// Rising reports whether t was sent at a rate not yet judged clean: in slow
-// start, or above the estimate (a probe). A refusal of such a send follows
-// a rise in rate, and says the rate is too high more likely than anything
-// else.
+// Rising reports whether t was sent at a rate not yet judged clean, above
+// the one the scope started at in slow start (a doubling), or above the
+// estimate (a probe). A refusal of such a send follows a rise in rate, and
+// says the rate is too high more likely than anything else; a refusal at
+// the starting rate says nothing of the rate.
 func (l *Law) Rising(t Stamp) bool {
-	return l.est == 0 || t.Rate > l.est*(1+margin/2)
+	if l.est == 0 {
+		return t.Rate > l.cfg.InitialRate*(1+margin/2)
+	}
+	return t.Rate > l.est*(1+margin/2)
 }
 
 // Observe feeds the law the answer to ticket t, of signal s, at now.

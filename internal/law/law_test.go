@@ -606,12 +606,14 @@ func TestFleetAccepted(t *testing.T) {
 	assert.InDelta(t, 32.0/2*0.97, run(20, 2*time.Second), 1e-6, "a fleet figure two seconds old is not used")
 }
 
-// Rising: a send in slow start or above the estimate (a probe) was at a
-// rate not yet judged clean; one at the estimate or under it was not.
+// Rising: a send in slow start above the starting rate, or above the
+// estimate (a probe), was at a rate not yet judged clean; one at the
+// starting rate, at the estimate or under it was not.
 func TestRising(t *testing.T) {
 	var l law.Law
 	l.Init(&cfg, 0)
-	assert.True(t, l.Rising(l.Sent(0, 2, 1, false, false)), "slow start")
+	assert.False(t, l.Rising(l.Sent(0, 2, 1, false, false)), "slow start, at the starting rate")
+	assert.True(t, l.Rising(l.Sent(0, 4, 1, false, false)), "slow start, doubled")
 	l.Seed(0, 10)
 	est := l.Estimate()
 	assert.False(t, l.Rising(l.Sent(0, est, 1, false, false)), "at the estimate")
