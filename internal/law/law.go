@@ -158,6 +158,9 @@ type Law struct {
 	step       float64 // the next probe's step above the estimate
 	hi         float64 // the rate the last probe failed at, above est (0: none): the bracket's top
 	downStep   float64 // the last small step down
+	// the last drop: when, and the estimate a step down would have left
+	dropAt time.Duration
+	dropTo float64
 	ceil       float64 // the lowest ceiling in force, 0 = none
 	nextProbe  time.Duration
 	lastDecr   time.Duration
@@ -208,6 +211,7 @@ type Law struct {
 	qLimit, qSsthr float64 // before the cut
 	qKnee          float64 // the limit if the queue is confirmed
 	qDeep          bool    // the test drained below the knee
+	qStart         time.Duration
 	// until then a queue confirmed at this baseline needs no deep drain
 	qConfirmed time.Duration
 
@@ -489,6 +493,14 @@ func (l *Law) judgeLatency(now time.Duration) {
 				l.limit = math.Max(l.limit, l.qLimit)
 				l.ssthresh = float32(math.Max(float64(l.ssthresh), l.qSsthr))
 				l.rebase(float32(m + noise*mse))
+				if l.dropAt >= l.qStart-2*l.roundLen() && l.dropTo > l.est {
+					// a drop read while the answers slowed down was the
+					// lag of slower answers, counted by completion: the
+					// estimate a step down would have left returns
+					l.est = l.dropTo
+					l.rate = math.Max(l.rate, l.est)
+					l.dropTo = 0
+				}
 			}
 		}
 		return
@@ -512,7 +524,7 @@ func (l *Law) judgeLatency(now time.Duration) {
 			nl = math.Max(math.Floor(math.Min(knee, l.limit*3/4)+1e-6), minc)
 		}
 		if nl < l.limit {
-			l.qTest, l.qLimit, l.qSsthr, l.qKnee, l.qDeep = true, l.limit, float64(l.ssthresh), knee, deep
+			l.qTest, l.qLimit, l.qSsthr, l.qKnee, l.qDeep, l.qStart = true, l.limit, float64(l.ssthresh), knee, deep, now
 			l.qRTT, l.qSE, l.qInf1 = float32(mean), float32(se), float32(max(inf, 1))
 			l.limit = nl
 			l.ssthresh = float32(nl)
@@ -829,6 +841,7 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 		// the capacity fell: the measurement is a lower bound of the new
 		// one, so probe up again soon. (Nothing accepted in the last
 		// second is no measurement: right after a pause nothing was sent.)
+		l.dropAt, l.dropTo = now, math.Min(l.est, sentRate)*(1-margin)
 		l.est = math.Max(a, l.est/8)
 		fast, cut = true, Drop
 	default:

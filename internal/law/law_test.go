@@ -717,3 +717,29 @@ func TestLatencySpreadNoRatchet(t *testing.T) {
 	}, 10*time.Minute, nil)
 	assert.GreaterOrEqual(t, l.Limit(), 8.0, "the limit in use is not cut")
 }
+
+// A drop read while the pages slow down is the lag of slower answers, and
+// is taken back: at 20/s against a server whose pages go from 20 ms to
+// 600 ms at 10 s, a throttle at 10.5 s finds few answers in the last second
+// (the others are on their way) and reads as a drop; the drain then shows
+// no queue, and the estimate a step down would have left returns.
+func TestDropDuringSlowdownReturns(t *testing.T) {
+	var est float64
+	l := origin(t, 16, 1000, func(at time.Duration, _ int) time.Duration {
+		if at < 10*sec {
+			return 20 * ms
+		}
+		return 600 * ms
+	}, 20*sec, func(at time.Duration, l *law.Law) {
+		switch at {
+		case 0:
+			l.Seed(0, 20)
+		case 10*sec + 500*ms:
+			est = l.Estimate()
+			v := l.Observe(at, l.Sent(at-50*ms, l.Rate(), 1, false, true), law.Throttled)
+			require.Equal(t, "drop-detected", v.Cut.String())
+			require.Less(t, l.Estimate(), est*0.7)
+		}
+	})
+	assert.InDelta(t, est*(1-0.03), l.Estimate(), 0.01, "the estimate a step down would have left")
+}
