@@ -161,6 +161,11 @@ type Law struct {
 	// the last drop: when, and the estimate a step down would have left
 	dropAt time.Duration
 	dropTo float64
+	// a drop under test (the probe goes back to dropTo), and the rate the
+	// throttle that read as a drop was sent at
+	dropTest bool
+	dropHi   float64
+	lastCut  Cut // the last fresh rate signal's
 	ceil       float64 // the lowest ceiling in force, 0 = none
 	nextProbe  time.Duration
 	lastDecr   time.Duration
@@ -752,6 +757,10 @@ func (l *Law) endRound(now time.Duration) {
 			l.ph = Probing
 			l.probeRds = 0
 			l.rate = l.est * (1 + l.step)
+			if l.dropTest && l.dropTo > l.est {
+				// a drop under test is probed at the rate it replaced
+				l.rate = l.dropTo
+			}
 		} else if l.rate < l.est {
 			l.rate = l.est
 		}
@@ -763,13 +772,22 @@ func (l *Law) endRound(now time.Duration) {
 			return
 		}
 		l.probeRds = 0
-		if busy {
+		switch {
+		case busy && l.dropTest && l.dropTo > l.est:
+			// the rate the drop replaced held: the drop was the
+			// aftermath of slow start's overshoot, and the estimate a
+			// step down would have left returns, bracketed by the rate
+			// throttled
+			l.est, l.hi, l.step = l.dropTo, l.dropHi, firstStep
+			l.fastProbe = false
+		case busy:
 			// the probe rate held for a whole round: the capacity is at
 			// least that
 			l.est *= 1 + l.step
 			l.step = l.nextStep(l.step * 2)
 			l.fastProbe = true
 		}
+		l.dropTest = false
 		l.ph = Steady
 		l.rate = l.est
 		l.nextProbe = now + l.probeGap()
@@ -812,6 +830,10 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 	a := l.accepted(now)
 	fast := false // probe again soon: the estimate is a fresh lower bound
 	var cut Cut
+	// the probe of a drop under test failed: the drop is confirmed, and
+	// the search goes on up from its measurement as after any drop
+	dropFailed := l.dropTest && l.dropTo > l.est && sentRate >= l.dropTo*(1-margin/2)
+	dropTest := false
 	switch {
 	case l.est == 0:
 		// slow start overshoots by at most 2x; the accepted rate can read
@@ -837,11 +859,22 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 		}
 		l.hi = sentRate
 		cut = ProbeFailed
+		fast = dropFailed
 	case a > 0 && a < l.est*bigDrop:
 		// the capacity fell: the measurement is a lower bound of the new
 		// one, so probe up again soon. (Nothing accepted in the last
 		// second is no measurement: right after a pause nothing was sent.)
 		l.dropAt, l.dropTo = now, math.Min(l.est, sentRate)*(1-margin)
+		// The first drop after slow start's end is tested: slow start
+		// overshoots by up to twice the capacity, and a limiter that
+		// counts what it refused (a sliding window, a penalty) holds the
+		// overshoot against the next period, accepting less for a while
+		// with no change of its capacity. The next probe goes back to
+		// where a step down would have left the estimate; if that holds,
+		// the estimate returns. A later drop is believed at once: a test
+		// of a real drop is a failed probe at the old rate.
+		dropTest = l.lastCut == SlowStartEnd
+		l.dropHi = sentRate
 		l.est = math.Max(a, l.est/8)
 		fast, cut = true, Drop
 	default:
@@ -863,12 +896,16 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 	l.lastDecr = now
 	l.est = math.Max(l.est, l.cfg.MinRate)
 	l.rate = l.est
-	if cut == ProbeFailed {
+	switch {
+	case cut == ProbeFailed && dropFailed:
+		l.step = firstStep
+	case cut == ProbeFailed:
 		l.step = l.nextStep(1)
-	} else {
+	default:
 		// the capacity is under the estimate or at it: no bracket above
 		l.hi, l.step = 0, firstStep
 	}
+	l.dropTest, l.lastCut = dropTest, cut
 	l.ph = Steady
 	l.fastProbe = fast
 	l.nextProbe = now + l.probeGap()

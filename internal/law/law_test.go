@@ -209,6 +209,42 @@ func TestThrottle(t *testing.T) {
 			ev{at: 2 * sec, do: "429", id: 30, wantEst: 7 / 0.875, wantCut: "drop-detected"})
 		play(t, cfg, evs)
 	})
+	// the same drop, the first after slow start's end: it may be the
+	// overshoot's aftermath (a limiter that counts what it refused), so
+	// the next probe goes back to where a step down would have left the
+	// estimate, and when that holds the estimate returns
+	dropAfterSlowStart := func() []ev {
+		evs := []ev{{do: "send", id: 1, rate: 80}, {at: 10 * ms, do: "429", id: 1, wantEst: 40 * 0.97}}
+		for i := range 8 {
+			at := sec + time.Duration(i)*125*ms
+			evs = append(evs, ev{at: at, do: "send", id: 10 + i, rate: 38.8}, ev{at: at + 5*ms, do: "ok", id: 10 + i})
+		}
+		return append(evs, ev{at: 2 * sec, do: "send", id: 30, rate: 38.8},
+			ev{at: 2 * sec, do: "429", id: 30, wantEst: 7 / 0.875, wantCut: "drop-detected"})
+	}
+	t.Run("a drop after slow start's end is tested, and taken back when the old rate holds", func(t *testing.T) {
+		back := 38.8 * 0.97
+		play(t, cfg, seq(dropAfterSlowStart(),
+			busyRound(2*sec, 40, 8),
+			busyRound(3*sec, 41, 8), // closes at 4 s: the probe, at the old rate
+			[]ev{{at: 4 * sec, do: "send", id: 99, rate: back, wantRate: back, wantPhase: "probing"}},
+			busyRound(4*sec, 42, back), busyRound(5*sec, 43, back), busyRound(6*sec, 44, back),
+			[]ev{{at: 7 * sec, do: "send", id: 98, rate: back, wantEst: back, wantPhase: "steady"}},
+		))
+	})
+	t.Run("a drop after slow start's end whose test fails is confirmed", func(t *testing.T) {
+		back := 38.8 * 0.97
+		play(t, cfg, seq(dropAfterSlowStart(),
+			busyRound(2*sec, 40, 8), busyRound(3*sec, 41, 8),
+			[]ev{
+				{at: 4 * sec, do: "send", id: 99, rate: back, wantRate: back},
+				{at: 4*sec + 10*ms, do: "429", id: 99, wantEst: 7 / 0.875, wantCut: "probe-failure"},
+			},
+			// the search goes on up from the drop's measurement, soon
+			busyRound(4*sec+10*ms, 42, 8), busyRound(5*sec+10*ms, 43, 8),
+			[]ev{{at: 6*sec + 10*ms, do: "send", id: 97, rate: 8, wantRate: 7 / 0.875 * 1.03, wantPhase: "probing"}},
+		))
+	})
 }
 
 func TestProbe(t *testing.T) {
