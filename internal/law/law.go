@@ -152,20 +152,20 @@ func (c Cut) String() string {
 type Law struct {
 	cfg *Config
 
-	limit      float64 // concurrency limit
-	rate       float64 // pacing rate, req/s (before ceilings)
-	est        float64 // capacity estimate, 0 = unknown
-	step       float64 // the next probe's step above the estimate
-	hi         float64 // the rate the last probe failed at, above est (0: none): the bracket's top
-	downStep   float64 // the last small step down
+	limit    float64 // concurrency limit
+	rate     float64 // pacing rate, req/s (before ceilings)
+	est      float64 // capacity estimate, 0 = unknown
+	step     float64 // the next probe's step above the estimate
+	hi       float64 // the rate the last probe failed at, above est (0: none): the bracket's top
+	downStep float64 // the last small step down
 	// the last drop: when, and the estimate a step down would have left
 	dropAt time.Duration
 	dropTo float64
 	// a drop under test (the probe goes back to dropTo), and the rate the
 	// throttle that read as a drop was sent at
-	dropTest bool
-	dropHi   float64
-	lastCut  Cut // the last fresh rate signal's
+	dropTest   bool
+	dropHi     float64
+	lastCut    Cut     // the last fresh rate signal's
 	ceil       float64 // the lowest ceiling in force, 0 = none
 	nextProbe  time.Duration
 	lastDecr   time.Duration
