@@ -72,11 +72,16 @@ type Rule struct {
 
 	// BlockThreshold is how many blocks (403, block pages) in a row, with
 	// no success between, park the scope. 0 means 3; negative means never
-	// park. Blocks never change the rate or the concurrency: a block is
-	// not a load signal.
+	// park. Many sites refuse a client that goes too fast with 403: a
+	// block for a request sent while the rate was rising (slow start, a
+	// probe), or one that follows a success, is taken for a throttle (a
+	// pause, a slower rate, a probe back up later), and counts toward a
+	// park only when nothing succeeds between.
 	BlockThreshold int
-	// ParkFor is how long a parked scope stays parked. 0 means 15 minutes;
-	// negative means until Controller.Unpark.
+	// ParkFor bounds how long a park lasts. A park ends by itself with one
+	// probe: its success resumes the scope, a block parks it again for
+	// twice as long. The first park lasts 30 s (or ParkFor, if shorter).
+	// 0 means 15 minutes; negative means until Controller.Unpark.
 	ParkFor time.Duration
 }
 

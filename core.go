@@ -99,7 +99,7 @@ func (c *core) take(now time.Duration) stamp {
 	}
 	t := stamp{Stamp: c.law.Sent(now, rate, int(c.inflight), int(c.inflight) >= c.limit(), c.held)}
 	c.held = false
-	if c.gate.breaker == breakerHalfOpen {
+	if c.gate.probing() {
 		c.gate.probeOut, t.probe = true, true
 	}
 	return t
@@ -170,26 +170,28 @@ func (c *core) record(now time.Duration, t stamp, o *outcome, st *settings) reac
 	case classify.Throttled, classify.Overloaded, classify.TransportFailure:
 		// 429 is a rate signal; 503/502/504 and transport failures are a
 		// concurrency signal (Little's law couples the two, so a rate
-		// limiter answering 503 is still held under its rate). The gate
-		// pauses first, so that the law sizes its next probe by the pause.
+		// limiter answering 503 is still held under its rate).
 		sig := law.Overloaded
 		if o.class == classify.Throttled {
 			sig = law.Throttled
 		}
-		d, opened := c.gate.signal(now, o, c.law.Fresh(t.Stamp, sig), c.pace.rate(), st, &r)
-		r.paused, r.opened = d, opened
-		if d > 0 && d <= st.MaxPause {
-			c.law.Paused(now, c.gate.pausedUntil, d)
-		}
-		v := c.law.Observe(now, t.Stamp, sig)
-		r.decreased, r.cut = v.Decreased, v.Cut
-		if sig == law.Overloaded {
-			// increases stay held for OverloadHold after the pause ends
-			c.law.Hold(max(now, c.gate.pausedUntil) + st.OverloadHold)
-		}
+		c.signal(now, t, o, sig, st, &r)
 	case classify.Blocked:
-		if c.gate.blocked(now, c.rule.BlockThreshold, c.rule.ParkFor, &r) {
+		// many sites refuse a crawl that goes too fast with 403: a block
+		// for a request sent at a rate not yet judged clean (slow start's
+		// doublings, a probe), or the first since a success, is taken for
+		// a throttle,
+		// and the law slows down and probes back as for a 429. Enough
+		// blocks in a row with no success between park the scope, however
+		// each was taken. The tail of a burst already answered counts for
+		// neither.
+		fresh := c.law.Fresh(t.Stamp, law.Throttled)
+		if c.gate.blocked(now, fresh, c.rule.BlockThreshold, c.rule.ParkFor, &r) {
 			r.parked, r.reason, r.until = true, pauseBlocked, c.gate.parkedUntil
+		} else if fresh && (c.law.Rising(t.Stamp) || c.gate.blockRow == 1 && c.counts[classify.Success] > 0) {
+			th := *o
+			th.class = classify.Throttled
+			c.signal(now, t, &th, law.Throttled, st, &r)
 		}
 	}
 	// nothing is sent during a pause, and the first send after it goes at
@@ -201,6 +203,22 @@ func (c *core) record(now time.Duration, t stamp, o *outcome, st *settings) reac
 		r.until = c.gate.pausedUntil
 	}
 	return r
+}
+
+// signal applies a throttle or an overload (sig) for t: the gate pauses
+// first, so that the law sizes its next probe by the pause.
+func (c *core) signal(now time.Duration, t stamp, o *outcome, sig law.Signal, st *settings, r *reaction) {
+	d, opened := c.gate.signal(now, o, c.law.Fresh(t.Stamp, sig), c.pace.rate(), st, r)
+	r.paused, r.opened = d, opened
+	if d > 0 && d <= st.MaxPause {
+		c.law.Paused(now, c.gate.pausedUntil, d)
+	}
+	v := c.law.Observe(now, t.Stamp, sig)
+	r.decreased, r.cut = v.Decreased, v.Cut
+	if sig == law.Overloaded {
+		// increases stay held for OverloadHold after the pause ends
+		c.law.Hold(max(now, c.gate.pausedUntil) + st.OverloadHold)
+	}
 }
 
 // quota turns honest quota headers into a ceiling: spread what remains of

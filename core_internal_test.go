@@ -64,3 +64,45 @@ func TestCoreDecide(t *testing.T) {
 	assert.Equal(t, sendNow, c.decide(now, st).kind, "the pause over")
 	assert.Equal(t, now-paused, c.pausedTotal(now), "paused from the first throttle to the end")
 }
+
+// A 403 that follows a success is taken for a throttle: the rate is cut
+// and the scope pauses; the next ones, with no success between, are
+// blocks, and the third in a row parks the scope. A park runs out with one
+// probe at a time.
+func TestBlockAfterSuccessIsThrottle(t *testing.T) {
+	st, err := Config{JitterSeed: 1, Jitter: -1}.resolve()
+	require.NoError(t, err)
+	r, errs := Rule{StartConcurrency: 4, InitialRate: 1000}.resolve("Default")
+	require.Empty(t, errs)
+	var c core
+	c.init("a.test", &r, 0, 1)
+	now := time.Duration(0)
+	forbidden := &outcome{class: classify.Blocked, status: 403, rtt: 50 * time.Millisecond}
+	c.record(now+50*time.Millisecond, c.take(now), &outcome{class: classify.Success, status: 200, rtt: 50 * time.Millisecond}, st)
+	now += 100 * time.Millisecond
+	tail := c.take(now)
+	re := c.record(now+50*time.Millisecond, c.take(now), forbidden, st)
+	assert.True(t, re.decreased, "the first 403 after a success cuts the rate")
+	assert.Positive(t, re.paused, "and pauses the scope")
+	assert.False(t, re.parked)
+	re = c.record(now+50*time.Millisecond, tail, forbidden, st)
+	assert.False(t, re.decreased, "the tail of the burst")
+	assert.Equal(t, uint16(1), c.gate.blockRow, "counts for nothing")
+
+	now = max(now, c.gate.pausedUntil) + time.Second
+	for i := range 2 {
+		re = c.record(now+50*time.Millisecond, c.take(now), forbidden, st)
+		assert.False(t, re.decreased, "block %d: no success since the last 403: a block", i+2)
+		now += 100 * time.Millisecond
+	}
+	assert.True(t, re.parked, "three in a row park")
+	assert.Equal(t, now-100*time.Millisecond+50*time.Millisecond+firstPark, c.gate.parkedUntil)
+	assert.Equal(t, fail, c.decide(now, st).kind)
+	now = c.gate.parkedUntil
+	require.Equal(t, sendNow, c.decide(now, st).kind, "the park ran out")
+	p := c.take(now)
+	assert.True(t, p.probe)
+	assert.Equal(t, waitRelease, c.decide(now, st).kind, "one probe at a time")
+	c.record(now+50*time.Millisecond, p, &outcome{class: classify.Success, status: 200, rtt: 50 * time.Millisecond}, st)
+	assert.Greater(t, c.limit(), 1, "its success resumes the scope")
+}

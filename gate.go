@@ -11,7 +11,9 @@ import (
 
 // gate decides when a scope may not send at all: pauses (Retry-After,
 // backoff, quota, the breaker's cooldown), the breaker's half-open probe,
-// and parks after repeated blocks. The longest deadline wins; a resume is
+// and parks after repeated blocks (each park ends by itself with one probe,
+// and lasts twice as long as the last while blocks persist). The longest
+// deadline wins; a resume is
 // jittered so that collectors disperse. Not safe for concurrent use:
 // scope.mu guards it.
 type gate struct {
@@ -24,10 +26,14 @@ type gate struct {
 	reason      pauseKind     // of the pause in force
 	breaker     breakerState
 	parked      bool
-	probeOut    bool     // half-open: the probe is in flight
-	badRow      uint16   // fresh throttles and overloads in a row, no success between
-	blockRow    uint16   // blocks in a row, no success between
-	rng         rand.PCG // the resume jitter's source
+	parkProbe   bool   // a park ran out: one probe at a time until a success or a block
+	probeOut    bool   // half-open or parkProbe: the probe is in flight
+	badRow      uint16 // fresh throttles and overloads in a row, no success between
+	blockRow    uint16 // blocks in a row, no success between
+	// parkLen is the last park's length (0: none since the last success):
+	// the next one lasts twice as long, at most the rule's ParkFor
+	parkLen time.Duration
+	rng     rand.PCG // the resume jitter's source
 	// pause accounting (Snapshot.PausedTotal): pausedPast is the time
 	// paused before pauseStart; the pause in force runs from pauseStart to
 	// pausedUntil
@@ -50,7 +56,9 @@ func (g *gate) refuse(now, maxPause time.Duration) (refusal, bool) {
 		if g.parkedUntil == 0 || now < g.parkedUntil {
 			return refusal{pause: pauseBlocked, until: g.parkedUntil, err: ErrBlocked}, true
 		}
-		g.parked, g.blockRow = false, 0
+		// the park is a hypothesis (this host blocks the crawl) tested
+		// by one probe: its success ends it, a block parks again
+		g.parked, g.parkProbe, g.blockRow = false, true, 0
 	}
 	if g.pauseAsked-now > maxPause {
 		err := ErrPaused
@@ -75,21 +83,27 @@ func (g *gate) tick(now time.Duration) bool {
 	return false
 }
 
-// ready: a half-open breaker lets one probe out at a time.
-func (g *gate) ready() bool { return g.breaker != breakerHalfOpen || !g.probeOut }
+// probing: a half-open breaker, or a park that ran out, lets one probe
+// out at a time.
+func (g *gate) probing() bool { return g.breaker == breakerHalfOpen || g.parkProbe }
+
+// ready: while probing, one probe is out at a time.
+func (g *gate) ready() bool { return !g.probing() || !g.probeOut }
 
 // limit is the concurrency limit in force, given the law's.
 func (g *gate) limit(law float64) int {
-	if g.breaker == breakerHalfOpen {
+	if g.probing() {
 		return 1
 	}
 	return max(int(law), 1)
 }
 
 // succeeded records a success; a half-open probe's success closes the
-// breaker, which it reports.
+// breaker, which it reports. Any success ends a park's probing: the host
+// answers again.
 func (g *gate) succeeded(probe bool) (closed bool) {
 	g.badRow, g.blockRow = 0, 0
+	g.parkProbe, g.parkLen = false, 0
 	if g.breaker == breakerHalfOpen && probe {
 		g.breaker = breakerClosed
 		return true
@@ -132,23 +146,40 @@ func (g *gate) signal(now time.Duration, o *outcome, fresh bool, rate float64, s
 	return d, opened
 }
 
-// blocked records a block (403, block page); after threshold in a row the
-// scope is parked for parkFor (negative: until Unpark). It reports whether
-// it parked.
-func (g *gate) blocked(now time.Duration, threshold int, parkFor time.Duration, r *reaction) bool {
-	if g.blockRow < math.MaxUint16 {
+// blocked records a block (403, block page): after threshold in a row
+// with no success between (the tail of a burst already answered not
+// counted: counts says whether this one counts), or at once when a park
+// that ran out is probing, the scope is parked. The first park lasts
+// firstPark (at most parkFor), each one after a block of its probe twice
+// the last, at most parkFor (negative: until Unpark): a host that blocks
+// everything costs a probe per park, a ban that lifts is found within
+// twice its length. It reports whether it parked.
+func (g *gate) blocked(now time.Duration, counts bool, threshold int, parkFor time.Duration, r *reaction) bool {
+	if counts && g.blockRow < math.MaxUint16 {
 		g.blockRow++
 	}
-	if threshold <= 0 || int(g.blockRow) < threshold || g.parked {
+	if threshold <= 0 || g.parked || (!g.parkProbe && (!counts || int(g.blockRow) < threshold)) {
 		return false
 	}
-	g.parked, g.parkedUntil = true, 0
+	g.parked, g.parkProbe, g.parkedUntil = true, false, 0
 	if parkFor > 0 {
-		g.parkedUntil = now + min(parkFor, longestPause)
+		d := firstPark
+		if g.parkLen > 0 {
+			d = g.parkLen * 2
+		}
+		d = min(d, parkFor, longestPause)
+		g.parkLen = d
+		g.parkedUntil = now + d
 		r.share, r.shareReason = g.parkedUntil, pauseBlocked
 	}
 	return true
 }
+
+// firstPark is how long a first park lasts: long enough that a host
+// blocking everything costs a few requests a minute at first, short enough
+// that a block that was a passing alarm costs well under a minute. Parks
+// double from it while blocks persist.
+const firstPark = 30 * time.Second
 
 // pause stops the scope until until plus a jitter of its own (the longest
 // deadline wins) and tells the reaction what to share: the deadline without
@@ -215,7 +246,7 @@ func (g *gate) adopt(now, until time.Duration, reason pauseKind, st *settings) b
 
 // unpark lifts a park and any pause at now.
 func (g *gate) unpark(now time.Duration) {
-	g.parked, g.parkedUntil, g.blockRow = false, 0, 0
+	g.parked, g.parkProbe, g.parkedUntil, g.blockRow, g.parkLen = false, false, 0, 0, 0
 	if g.pausedUntil != 0 {
 		g.moved(now)
 	}

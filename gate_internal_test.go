@@ -22,11 +22,12 @@ type gateStep struct {
 	at time.Duration
 	// "429", "503": a signal (fresh unless tail); ra: its Retry-After (-1:
 	// none). "ok": a success (probe: the half-open probe's). "403": a
-	// block. "tick": time passes. "unpark".
+	// block (counted unless tail). "tick": time passes. "unpark".
 	do    string
 	ra    time.Duration
 	tail  bool
 	probe bool
+	limit int // the gate's limit over a law's 8 (checked when not zero)
 
 	pausedUntil time.Duration // checked when not zero
 	reason      pauseKind     // checked with pausedUntil
@@ -57,7 +58,7 @@ func playGate(t *testing.T, cfg Config, steps []gateStep) {
 		case "ok":
 			g.succeeded(s.probe)
 		case "403":
-			g.blocked(s.at, st.def.BlockThreshold, st.def.ParkFor, &r)
+			g.blocked(s.at, !s.tail, st.def.BlockThreshold, st.def.ParkFor, &r)
 		case "tick":
 			g.tick(s.at)
 		case "unpark":
@@ -72,6 +73,7 @@ func playGate(t *testing.T, cfg Config, steps []gateStep) {
 		if s.breaker != "" {
 			assert.Equal(t, s.breaker, g.breaker.String(), "%s: breaker", where)
 		}
+
 		why, refused := g.refuse(s.at, st.MaxPause)
 		switch {
 		case s.refused != nil:
@@ -80,6 +82,9 @@ func playGate(t *testing.T, cfg Config, steps []gateStep) {
 			}
 		case s.sends:
 			assert.False(t, refused, "%s: not refused", where)
+		}
+		if s.limit != 0 {
+			assert.Equal(t, s.limit, g.limit(8), "%s: limit", where)
 		}
 	}
 }
@@ -144,16 +149,32 @@ func TestGateBreaker(t *testing.T) {
 }
 
 func TestGateParks(t *testing.T) {
-	t.Run("after three blocks in a row, for ParkFor", func(t *testing.T) {
+	t.Run("after three blocks in a row, for 30 s at first", func(t *testing.T) {
 		playGate(t, Config{Default: Rule{BlockThreshold: 3, ParkFor: time.Minute}}, []gateStep{
 			{at: 0, do: "403", sends: true},
 			{at: sec, do: "403", sends: true},
 			{at: 2 * sec, do: "ok", sends: true}, // a success resets the row
 			{at: 3 * sec, do: "403", sends: true},
+			{at: 3 * sec, do: "403", tail: true, sends: true}, // the tail of a burst does not count
 			{at: 4 * sec, do: "403", sends: true},
 			{at: 5 * sec, do: "403", refused: ErrBlocked},
-			{at: 64 * sec, do: "tick", refused: ErrBlocked},
-			{at: 65 * sec, do: "tick", sends: true},
+			{at: 34 * sec, do: "tick", refused: ErrBlocked},
+			{at: 35 * sec, do: "tick", sends: true, limit: 1}, // one probe
+		})
+	})
+	t.Run("a park ends with one probe; it grows while blocks persist, to ParkFor", func(t *testing.T) {
+		playGate(t, Config{Default: Rule{BlockThreshold: 1, ParkFor: 100 * sec}}, []gateStep{
+			{at: 0, do: "403", refused: ErrBlocked},
+			{at: 30 * sec, do: "tick", sends: true, limit: 1},
+			{at: 31 * sec, do: "403", refused: ErrBlocked}, // the probe: parked again, twice as long
+			{at: 90 * sec, do: "tick", refused: ErrBlocked},
+			{at: 91 * sec, do: "tick", sends: true, limit: 1},
+			{at: 91 * sec, do: "403", tail: true, refused: ErrBlocked}, // while probing, any block parks
+			{at: 190 * sec, do: "tick", refused: ErrBlocked},           // 100 s, not 120: ParkFor bounds it
+			{at: 191 * sec, do: "tick", sends: true, limit: 1},
+			{at: 192 * sec, do: "ok", sends: true, limit: 8}, // the host answers again
+			{at: 193 * sec, do: "403", refused: ErrBlocked},  // a new park starts short
+			{at: 223 * sec, do: "tick", sends: true, limit: 1},
 		})
 	})
 	t.Run("until Unpark", func(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // simKinds are the kinds of server the law was seen to fail on, or could
@@ -262,4 +264,30 @@ func TestSimCrawl(t *testing.T) {
 		}
 	}
 	t.Log("\n" + b.String())
+}
+
+// simForbidAll answers 403 to everything, after a cost.
+type simForbidAll struct{}
+
+func (simForbidAll) arrive(int64) (bool, int64, int, int64) { return false, 0, 403, 0 }
+
+// A host that answers 403 to everything is parked, and each park ends with
+// one probe after a bound that doubles while the blocks persist: after its
+// first minute it costs a handful of requests an hour, in every world and
+// at every round trip.
+func TestSimForbiddenHour(t *testing.T) {
+	st := simSettings(t)
+	for _, rtt := range simRTTs {
+		for seed := uint64(1); seed <= 3; seed++ {
+			sc := simScenario{Name: "403 to everything", RTT: rtt, Workers: 40, Seed: seed,
+				Duration: 61 * time.Minute, JudgeFrom: time.Minute, Capacity: simConstant(0),
+				World: simKinds(rtt)[0].World,
+				Steps: []simStep{{0, simFronted(func() simLimiter { return simForbidAll{} }, simConstCost(0), 403, -1)}}}
+			r := simRun(sc, st)
+			t.Logf("at %v, world %d: %d requests after the first minute, %d in all", rtt, seed, r.Sends, r.AllSends)
+			assert.LessOrEqual(t, r.Sends, 10, "at %v, world %d: requests in the hour after the first minute", rtt, seed)
+			assert.Positive(t, r.Sends, "at %v, world %d: the parks end by themselves", rtt, seed)
+			assert.Zero(t, r.Violations, "at %v, world %d", rtt, seed)
+		}
+	}
 }

@@ -59,8 +59,9 @@ const (
 	// least over this span). A scope held at the knee always has a short
 	// queue, so its round trips never show the unloaded one again: a short
 	// memory would let the knee creep up by a queue's worth each time it
-	// forgets. A path that got slower for good is learned again within it,
-	// meanwhile the scope is only more polite than it needs to be.
+	// forgets. A baseline that is wrong (too low: the pages got slower, or
+	// a lucky round) does not wait for it: a drain finds it out and
+	// measures the baseline again (judgeLatency).
 	minRTTSpan = 10 * time.Minute
 	rttSlots   = 6
 )
@@ -151,12 +152,20 @@ func (c Cut) String() string {
 type Law struct {
 	cfg *Config
 
-	limit      float64 // concurrency limit
-	rate       float64 // pacing rate, req/s (before ceilings)
-	est        float64 // capacity estimate, 0 = unknown
-	step       float64 // the next probe's step above the estimate
-	hi         float64 // the rate the last probe failed at, above est (0: none): the bracket's top
-	downStep   float64 // the last small step down
+	limit    float64 // concurrency limit
+	rate     float64 // pacing rate, req/s (before ceilings)
+	est      float64 // capacity estimate, 0 = unknown
+	step     float64 // the next probe's step above the estimate
+	hi       float64 // the rate the last probe failed at, above est (0: none): the bracket's top
+	downStep float64 // the last small step down
+	// the last drop: when, and the estimate a step down would have left
+	dropAt time.Duration
+	dropTo float64
+	// a drop under test (the probe goes back to dropTo), and the rate the
+	// throttle that read as a drop was sent at
+	dropTest   bool
+	dropHi     float64
+	lastCut    Cut     // the last fresh rate signal's
 	ceil       float64 // the lowest ceiling in force, 0 = none
 	nextProbe  time.Duration
 	lastDecr   time.Duration
@@ -174,6 +183,7 @@ type Law struct {
 	probeRds   uint8 // clean rounds the current probe has held
 	fastProbe  bool
 	roundBad   bool // a signal arrived for a request sent in this round
+	roundInUse bool // a success of this round was sent with the limit in use
 	// accepted answers by completion time, for the capacity measurement
 	ring [ringSlots]uint16
 	// sends in this round, and those the pacer held back
@@ -183,11 +193,32 @@ type Law struct {
 	// the least round mean over minRTTSpan (in rttSlots parts)
 	rttSlot  time.Duration // the current part's start
 	latEMA   float32       // seconds: successes' round trips, smoothed
-	roundSum float32       // seconds
+	latVar   float32       // their variance about latEMA, smoothed alike
+	roundSum float64       // seconds
+	roundSq  float64       // the squares, for the round's noise
+	roundInf float32       // the successes' sends' in-flight counts, summed
 	lastRTT  float32       // seconds, of the answer being observed
 	roundN   uint16
 	rttAt    uint8
 	rttMin   [rttSlots]float32 // seconds; 0: empty
+	costVar  float32           // the spread of a round's answers (their variance), smoothed over rounds, seconds squared
+
+	// a queue under test: a round read as queueing cut the limit to the
+	// knee; the answers to sends at the lower limit (qEpoch) say whether
+	// the round trip fell with it (a queue) or not (the pages cost more)
+	qTest          bool
+	qN             uint16
+	qSum, qSq      float64 // as roundSum and roundSq, over the test's answers
+	qInf           float32 // as roundInf
+	qRTT, qSE      float32 // the suspect round's mean round trip and its standard error, seconds
+	qInf1          float32 // the suspect round's mean in flight
+	qEpoch         uint32  // cepoch of the cut
+	qLimit, qSsthr float64 // before the cut
+	qKnee          float64 // the limit if the queue is confirmed
+	qDeep          bool    // the test drained below the knee
+	qStart         time.Duration
+	// until then a queue confirmed at this baseline needs no deep drain
+	qConfirmed time.Duration
 
 	// the fleet's accepted rate (FleetAccepted), req/s, and when it was
 	// told (0: never)
@@ -323,7 +354,9 @@ func (l *Law) RoundTrip(rtt time.Duration) {
 }
 
 // MinRTT is the unloaded round trip: the least mean round trip of the
-// successes of a round (of four at least) over the last ten minutes.
+// successes of a round (of four at least) over the last ten minutes, each
+// mean taken at the most its noise allows, or the one a drain measured
+// since.
 func (l *Law) MinRTT() time.Duration {
 	m := float32(0)
 	for _, v := range l.rttMin {
@@ -334,9 +367,10 @@ func (l *Law) MinRTT() time.Duration {
 	return time.Duration(float64(m) * float64(time.Second))
 }
 
-// latency feeds a success's round trip to this round's mean (judgeLatency
-// folds the round's mean into the unloaded baseline).
-func (l *Law) latency(now time.Duration) {
+// latency feeds a success's round trip, for send t, to this round's mean
+// (judgeLatency folds the round's mean into the unloaded baseline) and to
+// a queue test's.
+func (l *Law) latency(now time.Duration, t Stamp) {
 	if now-l.rttSlot >= minRTTSpan/rttSlots {
 		l.rttAt = (l.rttAt + 1) % rttSlots
 		l.rttMin[l.rttAt] = 0
@@ -349,47 +383,187 @@ func (l *Law) latency(now time.Duration) {
 	if l.latEMA == 0 {
 		l.latEMA = s
 	} else {
-		l.latEMA += (s - l.latEMA) / 8
+		d := s - l.latEMA
+		l.latEMA += d / 8
+		l.latVar += (d*d - l.latVar) / 8
 	}
-	l.roundSum += s
+	l.roundSum += float64(s)
+	l.roundSq += float64(s) * float64(s)
+	l.roundInf += float32(t.InFlight)
+	l.roundInUse = l.roundInUse || t.InUse
 	if l.roundN < math.MaxUint16 {
 		l.roundN++
+	}
+	if l.qTest && t.CEpoch == l.qEpoch && l.qN < math.MaxUint16 {
+		l.qSum += float64(s)
+		l.qSq += float64(s) * float64(s)
+		l.qInf += float32(t.InFlight)
+		l.qN++
 	}
 }
 
 // queueing reports whether the smoothed round trip of successes is above f
-// times the unloaded one.
-func (l *Law) queueing(f float64) bool {
-	m := l.MinRTT()
-	return m > 0 && float64(l.latEMA) > f*m.Seconds()
+// times the unloaded one by more than its noise: pages that differ in cost
+// spread the round trips without any queue (an average of weight 1/8 keeps
+// a quarter of the answers' spread, sqrt(1/15)). Once a drain has
+// confirmed a queue at this baseline, a rise is that queue again, and is
+// believed at once.
+func (l *Law) queueing(now time.Duration, f float64) bool {
+	m := l.MinRTT().Seconds()
+	e := float64(l.latEMA)
+	if now >= l.qConfirmed {
+		e -= noise * math.Sqrt(float64(l.latVar)/15)
+	}
+	return m > 0 && e > f*m
 }
 
-// judgeLatency closes the latency round: a round whose mean round trip is
-// over latencyHigh times the unloaded one had work queueing at the server
-// (a server that never says no); the limit falls to where the round trip
-// would be latencyHigh times the unloaded one, the knee: full throughput, a
-// short queue.
-func (l *Law) judgeLatency() {
+// meanSE is the mean of n values of sum sum and sum of squares sq, and
+// its standard error.
+func meanSE(sum, sq float64, n uint16) (mean, se float64) {
+	k := float64(max(n, 1))
+	mean = sum / k
+	return mean, math.Sqrt(math.Max(sq/k-mean*mean, 0) / k)
+}
+
+// judgeLatency closes the latency round. A round whose mean round trip is
+// over latencyHigh times the unloaded one may have had work queueing at the
+// server (a server that never says no), or its pages may have cost more
+// (pages differ from URL to URL and over a crawl): a hypothesis, tested by
+// draining, as BBR re-measures its least round trip. The limit falls to
+// the knee, where the round trip would be latencyHigh times the unloaded
+// one, and at least by a quarter, a drain deep enough to show over a
+// round's noise; no increase until the verdict. The answers to sends at
+// the lower limit decide: a queue's round trip falls with what is in
+// flight (Little's law), a page's cost does not. If what was in flight
+// fell and the round trip fell at least half as much (in proportion, and
+// by more than the two means' noise), the queue was real and the cut
+// stands. If not, the rise was no queue of this scope's making: the cut is
+// taken back, and the unloaded round trip is the one just measured at the
+// lower limit.
+//
+// Every comparison allows for the noise of a mean (noise standard errors):
+// a round of pages that differ in cost reads high or low by chance, and a
+// law that takes the chance for a queue cuts a healthy site.
+func (l *Law) judgeLatency(now time.Duration) {
 	base := l.MinRTT().Seconds()
-	if mean := float64(l.roundSum) / float64(max(l.roundN, 1)); base > 0 && l.roundN >= 4 && mean > latencyHigh*base {
-		nl := math.Max(math.Floor(l.limit*latencyHigh*base/mean+1e-6), float64(l.cfg.MinConcurrency)) // the sums are float32
+	n := l.roundN
+	mean, se := meanSE(l.roundSum, l.roundSq, n)
+	inf := float64(l.roundInf) / float64(max(n, 1))
+	inUse := l.roundInUse
+	if n >= 4 {
+		// the spread of the pages' costs (a queue's changes add to it,
+		// and make the law slower to believe the next one)
+		v := float32(se * se * float64(n))
+		if l.costVar == 0 {
+			l.costVar = v
+		} else {
+			l.costVar += (v - l.costVar) / 4
+		}
+	}
+	l.roundSum, l.roundSq, l.roundInf, l.roundN, l.roundInUse = 0, 0, 0, 0, false
+	// a round's own spread understates a heavy tail (a round without one
+	// of the rare slow pages looks steady): the noise of its mean is at
+	// least what the rounds' spread says
+	se = math.Max(se, math.Sqrt(float64(l.costVar)/float64(max(n, 1))))
+	if l.qTest {
+		switch {
+		case l.qEpoch != l.cepoch:
+			// an overload (or the fleet) cut the limit again: that
+			// decrease stands, and the test is void
+			l.qTest = false
+		case l.qN >= 4:
+			l.qTest = false
+			m, mse := meanSE(l.qSum, l.qSq, l.qN)
+			mse = math.Max(mse, math.Sqrt(float64(l.costVar)/float64(l.qN)))
+			r1 := float64(l.qRTT)
+			inf2 := float64(l.qInf) / float64(l.qN)
+			drained := inf2 / float64(l.qInf1)
+			fell := r1-m > noise*math.Hypot(float64(l.qSE), mse)
+			// a drain below the knee that leaves the round trip over it
+			// found a baseline too low, not a queue: a queue drained
+			// under its knee is gone. One request at a time queues behind
+			// none of this scope's own: its round trip is the unloaded one
+			back := !l.qDeep || m-noise*mse <= latencyHigh*base
+			switch {
+			case drained <= 0.9 && m/r1 <= (1+drained)/2 && fell && back && inf2 > 1:
+				// a queue: the limit stays at the knee (the drain below
+				// it was for the measurement)
+				l.limit = math.Max(l.limit, l.qKnee)
+				l.ssthresh = float32(l.limit)
+				l.qConfirmed = now + minRTTSpan/rttSlots
+			case !l.qDeep && drained > 0.9:
+				// a cut to the knee alone that moved too little to
+				// tell: it stands
+			default:
+				l.limit = math.Max(l.limit, l.qLimit)
+				l.ssthresh = float32(math.Max(float64(l.ssthresh), l.qSsthr))
+				l.rebase(float32(m + noise*mse))
+				if l.dropAt >= l.qStart-2*l.roundLen() && l.dropTo > l.est {
+					// a drop read while the answers slowed down was the
+					// lag of slower answers, counted by completion: the
+					// estimate a step down would have left returns
+					l.est = l.dropTo
+					l.rate = math.Max(l.rate, l.est)
+					l.dropTo = 0
+				}
+			}
+		}
+		return
+	}
+	// a round over latencyHigh times the unloaded round trip, or one that
+	// held the limit in use from growing (over latencyLow times it) with no
+	// queue confirmed at this baseline: both say "a queue", and both are
+	// tested (a baseline measured too low would otherwise hold the limit
+	// for as long as it is remembered)
+	low := mean - noise*se // the least the round's mean may be
+	high := low > latencyHigh*base
+	deep := now >= l.qConfirmed
+	if base > 0 && n >= 4 && (high || deep && inUse && low > latencyLow*base) {
+		minc := float64(l.cfg.MinConcurrency)
+		knee := l.limit
+		if high {
+			knee = math.Max(math.Floor(l.limit*latencyHigh*base/mean+1e-6), minc) // the round trips are float32
+		}
+		nl := knee
+		if deep {
+			nl = math.Max(math.Floor(math.Min(knee, l.limit*3/4)+1e-6), minc)
+		}
 		if nl < l.limit {
+			l.qTest, l.qLimit, l.qSsthr, l.qKnee, l.qDeep, l.qStart = true, l.limit, float64(l.ssthresh), knee, deep, now
+			l.qRTT, l.qSE, l.qInf1 = float32(mean), float32(se), float32(max(inf, 1))
 			l.limit = nl
 			l.ssthresh = float32(nl)
 			l.cepoch++
+			l.qEpoch, l.qSum, l.qSq, l.qInf, l.qN = l.cepoch, 0, 0, 0, 0
+			return
 		}
+		// the limit is at its floor: this round is as drained as the
+		// scope gets, and its round trip the unloaded one
+		l.rebase(float32(mean + noise*se))
+		return
 	}
-	if l.roundN >= 4 {
-		// the unloaded round trip is the least mean of a round: pages
+	if n >= 4 {
+		// the unloaded round trip is the least of the rounds' means, each
+		// taken at the most it may be (its mean plus its noise): pages
 		// differ (robots.txt, a redirect, a cached page answer faster than
-		// a search), and the least single answer would make any mix of
-		// them read as a queue
-		mean := l.roundSum / float32(l.roundN)
-		if m := &l.rttMin[l.rttAt]; *m == 0 || mean < *m {
-			*m = mean
+		// a search), and the least single answer, or the least of many
+		// noisy means, would make any mix of them read as a queue
+		m := float32(mean + noise*se)
+		if p := &l.rttMin[l.rttAt]; *p == 0 || m < *p {
+			*p = m
 		}
 	}
-	l.roundSum, l.roundN = 0, 0
+}
+
+// noise is how many standard errors a mean round trip must move by before
+// the law believes it moved: two, the usual bound of chance.
+const noise = 2
+
+// rebase makes m the unloaded round trip, forgetting the older ones.
+func (l *Law) rebase(m float32) {
+	l.rttMin = [rttSlots]float32{}
+	l.rttMin[l.rttAt] = m
+	l.qConfirmed = 0 // a queue confirmed at the old baseline is no more
 }
 
 // Fresh reports whether signal s for ticket t is fresh: sent after the last
@@ -403,6 +577,18 @@ func (l *Law) Fresh(t Stamp, s Signal) bool {
 		return t.CEpoch == l.cepoch
 	}
 	return true
+}
+
+// Rising reports whether t was sent at a rate not yet judged clean, above
+// the one the scope started at in slow start (a doubling), or above the
+// estimate (a probe). A refusal of such a send follows a rise in rate, and
+// says the rate is too high more likely than anything else; a refusal at
+// the starting rate says nothing of the rate.
+func (l *Law) Rising(t Stamp) bool {
+	if l.est == 0 {
+		return t.Rate > l.cfg.InitialRate*(1+margin/2)
+	}
+	return t.Rate > l.est*(1+margin/2)
 }
 
 // Observe feeds the law the answer to ticket t, of signal s, at now.
@@ -423,7 +609,7 @@ func (l *Law) Observe(now time.Duration, t Stamp, s Signal) Verdict {
 			v.Decreased = v.Cut != NoCut || v.Decreased
 		}
 	default:
-		l.onSuccess(now, t.InUse)
+		l.onSuccess(now, t)
 	}
 	return v
 }
@@ -534,12 +720,14 @@ func (l *Law) ownAccepted(now time.Duration) float64 {
 	return float64(n) / elapsed.Seconds()
 }
 
-func (l *Law) onSuccess(now time.Duration, inUse bool) {
+func (l *Law) onSuccess(now time.Duration, t Stamp) {
+	inUse := t.InUse
 	l.addAccepted(now)
-	l.latency(now)
+	l.latency(now, t)
 	l.overRow = 0
 	maxc := float64(l.cfg.MaxConcurrency)
-	if inUse && now >= l.holdUntil && l.limit < maxc && !l.queueing(latencyLow) {
+	// a queue under test holds the limit where the test put it
+	if inUse && now >= l.holdUntil && l.limit < maxc && !l.qTest && !l.queueing(now, latencyLow) {
 		if l.limit < float64(l.ssthresh) {
 			l.limit++
 		} else {
@@ -558,7 +746,7 @@ func (l *Law) endRound(now time.Duration) {
 	}
 	clean, busy := !l.roundBad && l.roundEpoch == l.epoch, l.roundSends > 0 && 2*l.roundPaced >= l.roundSends
 	l.newRound(now)
-	l.judgeLatency()
+	l.judgeLatency(now)
 	if !clean || now < l.holdUntil {
 		return
 	}
@@ -575,6 +763,10 @@ func (l *Law) endRound(now time.Duration) {
 			l.ph = Probing
 			l.probeRds = 0
 			l.rate = l.est * (1 + l.step)
+			if l.dropTest && l.dropTo > l.est {
+				// a drop under test is probed at the rate it replaced
+				l.rate = l.dropTo
+			}
 		} else if l.rate < l.est {
 			l.rate = l.est
 		}
@@ -586,13 +778,22 @@ func (l *Law) endRound(now time.Duration) {
 			return
 		}
 		l.probeRds = 0
-		if busy {
+		switch {
+		case busy && l.dropTest && l.dropTo > l.est:
+			// the rate the drop replaced held: the drop was the
+			// aftermath of slow start's overshoot, and the estimate a
+			// step down would have left returns, bracketed by the rate
+			// throttled
+			l.est, l.hi, l.step = l.dropTo, l.dropHi, firstStep
+			l.fastProbe = false
+		case busy:
 			// the probe rate held for a whole round: the capacity is at
 			// least that
 			l.est *= 1 + l.step
 			l.step = l.nextStep(l.step * 2)
 			l.fastProbe = true
 		}
+		l.dropTest = false
 		l.ph = Steady
 		l.rate = l.est
 		l.nextProbe = now + l.probeGap()
@@ -635,6 +836,10 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 	a := l.accepted(now)
 	fast := false // probe again soon: the estimate is a fresh lower bound
 	var cut Cut
+	// the probe of a drop under test failed: the drop is confirmed, and
+	// the search goes on up from its measurement as after any drop
+	dropFailed := l.dropTest && l.dropTo > l.est && sentRate >= l.dropTo*(1-margin/2)
+	dropTest := false
 	switch {
 	case l.est == 0:
 		// slow start overshoots by at most 2x; the accepted rate can read
@@ -660,10 +865,22 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 		}
 		l.hi = sentRate
 		cut = ProbeFailed
+		fast = dropFailed
 	case a > 0 && a < l.est*bigDrop:
 		// the capacity fell: the measurement is a lower bound of the new
 		// one, so probe up again soon. (Nothing accepted in the last
 		// second is no measurement: right after a pause nothing was sent.)
+		l.dropAt, l.dropTo = now, math.Min(l.est, sentRate)*(1-margin)
+		// The first drop after slow start's end is tested: slow start
+		// overshoots by up to twice the capacity, and a limiter that
+		// counts what it refused (a sliding window, a penalty) holds the
+		// overshoot against the next period, accepting less for a while
+		// with no change of its capacity. The next probe goes back to
+		// where a step down would have left the estimate; if that holds,
+		// the estimate returns. A later drop is believed at once: a test
+		// of a real drop is a failed probe at the old rate.
+		dropTest = l.lastCut == SlowStartEnd
+		l.dropHi = sentRate
 		l.est = math.Max(a, l.est/8)
 		fast, cut = true, Drop
 	default:
@@ -685,12 +902,16 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 	l.lastDecr = now
 	l.est = math.Max(l.est, l.cfg.MinRate)
 	l.rate = l.est
-	if cut == ProbeFailed {
+	switch {
+	case cut == ProbeFailed && dropFailed:
+		l.step = firstStep
+	case cut == ProbeFailed:
 		l.step = l.nextStep(1)
-	} else {
+	default:
 		// the capacity is under the estimate or at it: no bracket above
 		l.hi, l.step = 0, firstStep
 	}
+	l.dropTest, l.lastCut = dropTest, cut
 	l.ph = Steady
 	l.fastProbe = fast
 	l.nextProbe = now + l.probeGap()

@@ -209,6 +209,42 @@ func TestThrottle(t *testing.T) {
 			ev{at: 2 * sec, do: "429", id: 30, wantEst: 7 / 0.875, wantCut: "drop-detected"})
 		play(t, cfg, evs)
 	})
+	// the same drop, the first after slow start's end: it may be the
+	// overshoot's aftermath (a limiter that counts what it refused), so
+	// the next probe goes back to where a step down would have left the
+	// estimate, and when that holds the estimate returns
+	dropAfterSlowStart := func() []ev {
+		evs := []ev{{do: "send", id: 1, rate: 80}, {at: 10 * ms, do: "429", id: 1, wantEst: 40 * 0.97}}
+		for i := range 8 {
+			at := sec + time.Duration(i)*125*ms
+			evs = append(evs, ev{at: at, do: "send", id: 10 + i, rate: 38.8}, ev{at: at + 5*ms, do: "ok", id: 10 + i})
+		}
+		return append(evs, ev{at: 2 * sec, do: "send", id: 30, rate: 38.8},
+			ev{at: 2 * sec, do: "429", id: 30, wantEst: 7 / 0.875, wantCut: "drop-detected"})
+	}
+	t.Run("a drop after slow start's end is tested, and taken back when the old rate holds", func(t *testing.T) {
+		back := 38.8 * 0.97
+		play(t, cfg, seq(dropAfterSlowStart(),
+			busyRound(2*sec, 40, 8),
+			busyRound(3*sec, 41, 8), // closes at 4 s: the probe, at the old rate
+			[]ev{{at: 4 * sec, do: "send", id: 99, rate: back, wantRate: back, wantPhase: "probing"}},
+			busyRound(4*sec, 42, back), busyRound(5*sec, 43, back), busyRound(6*sec, 44, back),
+			[]ev{{at: 7 * sec, do: "send", id: 98, rate: back, wantEst: back, wantPhase: "steady"}},
+		))
+	})
+	t.Run("a drop after slow start's end whose test fails is confirmed", func(t *testing.T) {
+		back := 38.8 * 0.97
+		play(t, cfg, seq(dropAfterSlowStart(),
+			busyRound(2*sec, 40, 8), busyRound(3*sec, 41, 8),
+			[]ev{
+				{at: 4 * sec, do: "send", id: 99, rate: back, wantRate: back},
+				{at: 4*sec + 10*ms, do: "429", id: 99, wantEst: 7 / 0.875, wantCut: "probe-failure"},
+			},
+			// the search goes on up from the drop's measurement, soon
+			busyRound(4*sec+10*ms, 42, 8), busyRound(5*sec+10*ms, 43, 8),
+			[]ev{{at: 6*sec + 10*ms, do: "send", id: 97, rate: 8, wantRate: 7 / 0.875 * 1.03, wantPhase: "probing"}},
+		))
+	})
 }
 
 func TestProbe(t *testing.T) {
@@ -604,4 +640,142 @@ func TestFleetAccepted(t *testing.T) {
 	assert.InDelta(t, 32.0/2*0.97, run(0, 0), 1e-6, "alone: its own 5/s reads low, the rule of half the rate throttled holds")
 	assert.InDelta(t, 20*0.97, run(20, 0), 1e-6, "the fleet's 20/s")
 	assert.InDelta(t, 32.0/2*0.97, run(20, 2*time.Second), 1e-6, "a fleet figure two seconds old is not used")
+}
+
+// Rising: a send in slow start above the starting rate, or above the
+// estimate (a probe), was at a rate not yet judged clean; one at the
+// starting rate, at the estimate or under it was not.
+func TestRising(t *testing.T) {
+	var l law.Law
+	l.Init(&cfg, 0)
+	assert.False(t, l.Rising(l.Sent(0, 2, 1, false, false)), "slow start, at the starting rate")
+	assert.True(t, l.Rising(l.Sent(0, 4, 1, false, false)), "slow start, doubled")
+	l.Seed(0, 10)
+	est := l.Estimate()
+	assert.False(t, l.Rising(l.Sent(0, est, 1, false, false)), "at the estimate")
+	assert.False(t, l.Rising(l.Sent(0, est/2, 1, false, false)), "under it")
+	assert.True(t, l.Rising(l.Sent(0, est*1.03, 1, false, false)), "a probe")
+}
+
+// origin is a closed loop for the latency signal's tests: a client that
+// sends at the law's rate (a pacer) with at most the law's limit in
+// flight, against a server whose answer to the i-th request, sent at t
+// with k in flight (itself included), takes cost(t, i), times k/workers
+// past its workers (a queue). It returns the law after until.
+func origin(t *testing.T, start float64, workers int, cost func(at time.Duration, i int) time.Duration, until time.Duration, check func(at time.Duration, l *law.Law)) *law.Law {
+	t.Helper()
+	c := cfg
+	c.StartConcurrency = int(start)
+	var l law.Law
+	l.Init(&c, 0)
+	type req struct {
+		tk   law.Stamp
+		done time.Duration
+	}
+	var flight []req
+	i := 0
+	next := time.Duration(0) // the pacer's next send
+	held := false            // the pacer held a send back
+	for at := time.Duration(0); at < until; at += ms {
+		for j := 0; j < len(flight); {
+			if r := flight[j]; r.done <= at {
+				l.RoundTrip(r.done - r.tk.Sent)
+				l.Observe(at, r.tk, law.Success)
+				flight = append(flight[:j], flight[j+1:]...)
+				continue
+			}
+			j++
+		}
+		if len(flight) < int(l.Limit()) && at < next {
+			held = true
+		}
+		for len(flight) < int(l.Limit()) && at >= next {
+			k := len(flight) + 1
+			d := cost(at, i)
+			if k > workers {
+				d = d * time.Duration(k) / time.Duration(workers)
+			}
+			i++
+			flight = append(flight, req{l.Sent(at, l.Rate(), k, k >= int(l.Limit()), held), at + d})
+			held = false
+			next = max(next+time.Duration(float64(sec)/l.Rate()), at-sec/10)
+		}
+		if check != nil {
+			check(at, &l)
+		}
+	}
+	return &l
+}
+
+// A queue is what falls when the concurrency falls: against 4 workers of
+// 100 ms, slow start from 2 overshoots the knee (6 in flight read
+// 150 ms); the drain to the knee brings the round trip back to 100 ms, so
+// the cut stands (at most 1.2 times the unloaded round trip: 4 in flight)
+// and the baseline stays 100 ms.
+func TestLatencyQueueConfirmed(t *testing.T) {
+	l := origin(t, 2, 4, func(time.Duration, int) time.Duration { return 100 * ms }, 20*sec, nil)
+	assert.LessOrEqual(t, l.Limit(), 5.0, "the knee of 4 workers")
+	assert.GreaterOrEqual(t, l.Limit(), 4.0, "full throughput")
+	assert.InDelta(t, float64(100*ms), float64(l.MinRTT()), float64(ms))
+}
+
+// Pages that cost more without any load are no queue: 20-ms pages, then
+// 600-ms pages from 10 s. The round trip reads 30 times the unloaded one;
+// the drain does not bring it down, so the limit returns and the unloaded
+// round trip follows the new cost, within seconds.
+func TestLatencyCostChange(t *testing.T) {
+	var before float64
+	l := origin(t, 12, 1000, func(at time.Duration, _ int) time.Duration {
+		if at < 10*sec {
+			return 20 * ms
+		}
+		return 600 * ms
+	}, 25*sec, func(at time.Duration, l *law.Law) {
+		if at == 10*sec-ms {
+			before = l.Limit()
+		}
+	})
+	assert.GreaterOrEqual(t, l.Limit(), before, "the limit it had before the change")
+	assert.Greater(t, l.MinRTT(), 500*ms, "the unloaded round trip followed the cost")
+}
+
+// Pages whose cost differs from URL to URL (a lognormal-like spread: one
+// page in twenty costs ten times the others) never read as a queue, however
+// many rounds go by: the baseline does not ratchet down to the luckiest
+// round's mean.
+func TestLatencySpreadNoRatchet(t *testing.T) {
+	l := origin(t, 8, 1000, func(_ time.Duration, i int) time.Duration {
+		d := 50*ms + time.Duration((i*7919)%41)*ms // 50-90 ms
+		if i%20 == 7 {
+			d = 900 * ms
+		}
+		return d
+	}, 10*time.Minute, nil)
+	assert.GreaterOrEqual(t, l.Limit(), 8.0, "the limit in use is not cut")
+}
+
+// A drop read while the pages slow down is the lag of slower answers, and
+// is taken back: at 20/s against a server whose pages go from 20 ms to
+// 600 ms at 10 s, a throttle at 10.5 s finds few answers in the last second
+// (the others are on their way) and reads as a drop; the drain then shows
+// no queue, and the estimate a step down would have left returns.
+func TestDropDuringSlowdownReturns(t *testing.T) {
+	var est float64
+	l := origin(t, 16, 1000, func(at time.Duration, _ int) time.Duration {
+		if at < 10*sec {
+			return 20 * ms
+		}
+		return 600 * ms
+	}, 20*sec, func(at time.Duration, l *law.Law) {
+		switch at {
+		case 0:
+			l.Seed(0, 20)
+		case 10*sec + 500*ms:
+			est = l.Estimate()
+			v := l.Observe(at, l.Sent(at-50*ms, l.Rate(), 1, false, true), law.Throttled)
+			require.Equal(t, "drop-detected", v.Cut.String())
+			require.Less(t, l.Estimate(), est*0.7)
+		}
+	})
+	assert.InDelta(t, est*(1-0.03), l.Estimate(), 0.01, "the estimate a step down would have left")
 }
