@@ -25,9 +25,6 @@ var (
 	// ErrNotAttached: Run was given a collector that does not send through
 	// the queue's controller (adaptive.Attach or adaptive.AttachTo it first).
 	ErrNotAttached = errors.New("frontier: the collector is not attached to the queue's controller")
-	// ErrAsync: Run needs a synchronous collector (Async off): a thread
-	// holds its request until it is done.
-	ErrAsync = errors.New("frontier: the collector is Async")
 	// ErrRunning: Run is already running.
 	ErrRunning = errors.New("frontier: Run is already running")
 )
@@ -54,13 +51,24 @@ type Queue struct {
 	kick    chan struct{} // capacity 1: something changed, look again
 
 	mu      sync.Mutex
-	subs    map[string]*sub // guarded by mu: scopes with requests waiting or running
-	due     dueHeap         // guarded by mu: scopes to ask the controller about, soonest first
-	size    int             // guarded by mu: requests waiting
-	running int             // guarded by mu: requests handed out, not done
-	served  uint64          // guarded by mu: counts hand-outs, for round robin
-	active  bool            // guarded by mu: Run is running
-	stopped bool            // guarded by mu: Stop was called
+	subs    map[string]*sub           // guarded by mu: scopes with requests waiting or running
+	due     dueHeap                   // guarded by mu: scopes to ask the controller about, soonest first
+	size    int                       // guarded by mu: requests waiting
+	running int                       // guarded by mu: requests handed out, not done
+	served  uint64                    // guarded by mu: counts hand-outs, for round robin
+	active  bool                      // guarded by mu: Run is running
+	stopped bool                      // guarded by mu: Stop was called
+	hooked  map[*colly.Collector]bool // guarded by mu: async collectors given the end callbacks
+
+	amu     sync.Mutex                  // a leaf: taken alone, by Colly's callbacks
+	pending map[*colly.Context]*pending // guarded by amu: async requests sent, not ended
+}
+
+// pending is an async request a thread waits on: done is closed when
+// Colly's last callback for it has run.
+type pending struct {
+	done    chan struct{}
+	started bool // Do returned: Colly's wait group counts it
 }
 
 // sub is the FIFO of one scope. Guarded by Queue.mu.
@@ -100,7 +108,8 @@ func New(ctrl *polite.Controller, cfg Config) (*Queue, error) {
 	return &Queue{
 		ctrl: ctrl, threads: cfg.Threads, maxSize: cfg.MaxSize,
 		kick: make(chan struct{}, 1),
-		subs: make(map[string]*sub),
+		subs: make(map[string]*sub), hooked: make(map[*colly.Collector]bool),
+		pending: make(map[*colly.Context]*pending),
 	}, nil
 }
 
@@ -220,15 +229,19 @@ type job struct {
 
 // Run sends the queue's requests through c with Threads threads and
 // returns when none is waiting or running (requests added meanwhile
-// included), or after Stop. c must be attached to the queue's controller
-// and synchronous.
+// included), or after Stop. c must be attached to the queue's controller.
+//
+// A thread holds its request until Colly is done with it, whether c is
+// synchronous or Async: with an Async collector, until its last callback
+// (OnScraped, OnError, or an OnRequest that aborts it) has run. So at most
+// Threads requests of the queue are in flight either way. With an Async
+// collector Run also waits, before it returns, for every request c has
+// running (c.Wait), so that nothing of the crawl outlives it.
 func (q *Queue) Run(c *colly.Collector) error {
 	if c == nil || adaptive.ControllerOf(c) != q.ctrl {
 		return ErrNotAttached
 	}
-	if c.Async {
-		return ErrAsync
-	}
+	async := c.Async
 	q.mu.Lock()
 	if q.active {
 		q.mu.Unlock()
@@ -239,12 +252,25 @@ func (q *Queue) Run(c *colly.Collector) error {
 		s.parked = false
 		q.schedule(s)
 	}
+	first := async && !q.hooked[c]
+	if first {
+		q.hooked[c] = true
+	}
 	q.mu.Unlock()
 	defer func() {
 		q.mu.Lock()
 		q.active = false
 		q.mu.Unlock()
 	}()
+	if first { // Colly has no way to take a callback back: once per collector
+		c.OnRequest(func(r *colly.Request) {
+			if r.IsAbort() {
+				q.ended(r.Ctx)
+			}
+		})
+		c.OnError(func(r *colly.Response, _ error) { q.ended(r.Ctx) })
+		c.OnScraped(func(r *colly.Response) { q.ended(r.Ctx) })
+	}
 	stop := hook.Notify(q.ctrl, q.notified)
 	defer stop()
 
@@ -257,7 +283,11 @@ func (q *Queue) Run(c *colly.Collector) error {
 			defer wg.Done()
 			for j := range jobs {
 				if r, err := c.UnmarshalRequest(j.it.data); err == nil {
-					_ = r.Do() // failures reach OnError, as with colly/queue
+					if async {
+						q.doAsync(r)
+					} else {
+						_ = r.Do() // failures reach OnError, as with colly/queue
+					}
 				}
 				j.res.Cancel() // unused: a cache hit, a filter, an abort
 				done <- j
@@ -267,15 +297,21 @@ func (q *Queue) Run(c *colly.Collector) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	idle := q.threads
+	// drained is closed when a c.Wait begun in a quiet moment returns:
+	// every request that was pending then has ended, even one whose end no
+	// callback reported. Nothing is handed out meanwhile, since a Do that
+	// raised Colly's wait group from zero during the Wait would misuse it.
+	var drained chan struct{}
+	var draining []*colly.Context
 	for {
 		q.mu.Lock()
-		if q.stopped || q.size == 0 && q.running == 0 {
+		if q.running == 0 && (q.stopped || q.size == 0) {
 			q.mu.Unlock()
 			break
 		}
 		var ready []job
 		var next time.Time
-		for idle > len(ready) {
+		for drained == nil && !q.stopped && idle > len(ready) {
 			j, at, ok := q.next(time.Now())
 			if !ok {
 				next = at
@@ -283,13 +319,18 @@ func (q *Queue) Run(c *colly.Collector) error {
 			}
 			ready = append(ready, j)
 		}
+		quiet := async && drained == nil && q.running > 0 && (idle == len(ready) || q.size == 0 || q.stopped)
 		q.mu.Unlock()
 		for _, j := range ready {
 			jobs <- j
 			idle--
 		}
 		var wake <-chan time.Time
-		if !next.IsZero() && idle > 0 {
+		switch {
+		case quiet: // no thread can take more: if no request ends for a while, check with c.Wait
+			timer.Reset(asyncQuiet)
+			wake = timer.C
+		case !next.IsZero() && idle > 0 && drained == nil:
 			timer.Reset(time.Until(next))
 			wake = timer.C
 		}
@@ -299,15 +340,73 @@ func (q *Queue) Run(c *colly.Collector) error {
 			idle++
 		case <-q.kick:
 		case <-wake:
+			if quiet {
+				draining = q.started()
+				drained = make(chan struct{})
+				go func(ch chan struct{}) { c.Wait(); close(ch) }(drained)
+			}
+		case <-drained:
+			for _, ctx := range draining {
+				q.ended(ctx)
+			}
+			drained, draining = nil, nil
 		}
 		timer.Stop()
 	}
 	close(jobs)
 	wg.Wait()
-	for len(done) > 0 {
-		q.finish(<-done)
+	if async {
+		c.Wait()
 	}
 	return nil
+}
+
+// asyncQuiet is how long an Async crawl with no thread free (or nothing
+// to hand out) waits for a request to end before it asks Colly's wait
+// group whether they all have: what a request that ends unheard (an
+// OnRequest registered after Run that aborts it) costs at most, beyond
+// the time until the collector's other requests end.
+const asyncQuiet = 5 * time.Second
+
+// doAsync sends r through its Async collector and waits until Colly is
+// done with it.
+func (q *Queue) doAsync(r *colly.Request) {
+	p := &pending{done: make(chan struct{})}
+	q.amu.Lock()
+	q.pending[r.Ctx] = p
+	q.amu.Unlock()
+	if err := r.Do(); err != nil { // refused before Colly started it: no callback comes
+		q.ended(r.Ctx)
+		return
+	}
+	q.amu.Lock()
+	p.started = true
+	q.amu.Unlock()
+	<-p.done
+}
+
+// ended is Colly's word that the request of ctx is done.
+func (q *Queue) ended(ctx *colly.Context) {
+	q.amu.Lock()
+	p := q.pending[ctx]
+	delete(q.pending, ctx)
+	q.amu.Unlock()
+	if p != nil {
+		close(p.done)
+	}
+}
+
+// started lists the pending requests Colly's wait group counts.
+func (q *Queue) started() []*colly.Context {
+	q.amu.Lock()
+	defer q.amu.Unlock()
+	var out []*colly.Context
+	for ctx, p := range q.pending {
+		if p.started {
+			out = append(out, ctx)
+		}
+	}
+	return out
 }
 
 // next hands out the request of the scope that is ready soonest, if one is
