@@ -78,7 +78,7 @@ func TestFrontierAsyncSilentEnd(t *testing.T) {
 			require.NoError(t, q.AddURL(fmt.Sprintf("%s/page/%d", srv.HostURL("a.test"), i)))
 		}
 		require.NoError(t, q.AddURL(srv.HostURL("a.test")+"/page/0")) // a repeat: ErrAlreadyVisited in Do
-		require.NoError(t, q.Run(c))                                   // the queue's callbacks are registered now
+		require.NoError(t, q.Run(c))                                  // the queue's callbacks are registered now
 		assert.Equal(t, 4, srv.Stats("a.test").Requests)
 
 		c.OnRequest(func(r *colly.Request) { r.Abort() }) // after the queue's: it cannot see it

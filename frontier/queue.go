@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +26,10 @@ var (
 	// ErrNotAttached: Run was given a collector that does not send through
 	// the queue's controller (adaptive.Attach or adaptive.AttachTo it first).
 	ErrNotAttached = errors.New("frontier: the collector is not attached to the queue's controller")
+	// ErrLink: AddLink was given an href it cannot follow (empty, a
+	// fragment of the same page, unparsable, or not http or https, such as
+	// mailto: or javascript:). The error says which href, on which page.
+	ErrLink = errors.New("frontier: unusable link")
 	// ErrRunning: Run is already running.
 	ErrRunning = errors.New("frontier: Run is already running")
 )
@@ -120,6 +125,33 @@ func (q *Queue) AddURL(rawURL string) error {
 		return fmt.Errorf("frontier: %w", err)
 	}
 	return q.AddRequest(&colly.Request{URL: u, Method: http.MethodGet})
+}
+
+// AddLink adds a GET of href, a link found on the page of from, resolved
+// against it as e.Request.Visit resolves it (the page's <base href> first,
+// then its URL): the new request's depth is one more than from's and it
+// carries from's context values. An href it cannot follow fails with an
+// error matching ErrLink; in an OnHTML callback it is usually ignored:
+//
+//	c.OnHTML("a[href]", func(e *colly.HTMLElement) {
+//		q.AddLink(e.Request, e.Attr("href"))
+//	})
+func (q *Queue) AddLink(from *colly.Request, href string) error {
+	if from == nil || from.URL == nil {
+		return fmt.Errorf("%w %q: no page to resolve it against", ErrLink, href)
+	}
+	abs := ""
+	if strings.TrimSpace(href) != "" {
+		abs = from.AbsoluteURL(href) // "" for a fragment or an unparsable href
+	}
+	if abs == "" {
+		return fmt.Errorf("%w %q on %s: empty, a fragment or unparsable", ErrLink, href, from.URL)
+	}
+	u, err := url.Parse(abs)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return fmt.Errorf("%w %q on %s: not an http or https URL", ErrLink, href, from.URL)
+	}
+	return q.AddRequest(&colly.Request{URL: u, Method: http.MethodGet, Depth: from.Depth + 1, Ctx: from.Ctx})
 }
 
 // AddRequest adds r (its method, URL, headers, body, depth and context
