@@ -1,9 +1,13 @@
 package frontier
 
 import (
+	"bytes"
 	"container/heap"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"sort"
@@ -30,6 +34,21 @@ var (
 	// fragment of the same page, unparsable, or not http or https, such as
 	// mailto: or javascript:). The error says which href, on which page.
 	ErrLink = errors.New("frontier: unusable link")
+	// ErrSeen: a queue with a file was given a request it holds or has
+	// done (the same method, URL and body): it is not added again, also
+	// after a restart.
+	ErrSeen = errors.New("frontier: the request was added before")
+	// ErrLocked: the queue's file is open in another process (or queue).
+	ErrLocked = errors.New("frontier: the queue file is open elsewhere")
+	// ErrCorrupt: the queue's file is damaged, truncated or not a queue
+	// file. Nothing was read from it: a queue never starts empty in its
+	// place.
+	ErrCorrupt = errors.New("frontier: the queue file is damaged")
+	// ErrFormat: the queue's file was written by another version of the
+	// frontier.
+	ErrFormat = errors.New("frontier: the queue file is of another version")
+	// ErrClosed: the queue was closed.
+	ErrClosed = errors.New("frontier: the queue is closed")
 	// ErrRunning: Run is already running.
 	ErrRunning = errors.New("frontier: Run is already running")
 )
@@ -41,8 +60,17 @@ type Config struct {
 	Threads int
 	// MaxSize bounds the requests waiting, over all scopes together:
 	// beyond it AddURL and AddRequest fail with ErrFull. 0 means 100,000
-	// (colly/queue's default).
+	// (colly/queue's default) in memory, no bound with a Path.
 	MaxSize int
+	// Path is the file the queue lives in (made if absent), so that a
+	// crawl survives a crash: its scopes' FIFOs, what is in flight and
+	// every request ever added. Empty: the queue is in memory only.
+	// A request is in the file when AddURL returns.
+	Path string
+	// NoSync writes to the file without fsync: a killed process loses
+	// nothing (the writes are in the operating system's hands), a crash
+	// of the machine may lose the last commits or damage the file.
+	NoSync bool
 }
 
 // Queue is a crawl frontier: per scope a FIFO of requests, handed to Run's
@@ -50,10 +78,12 @@ type Config struct {
 // not usable. Safe for concurrent use: callbacks may add URLs while Run
 // runs.
 type Queue struct {
-	ctrl    *polite.Controller
-	threads int
-	maxSize int
-	kick    chan struct{} // capacity 1: something changed, look again
+	ctrl     *polite.Controller
+	threads  int
+	maxSize  int
+	kick     chan struct{} // capacity 1: something changed, look again
+	st       *store        // nil: in memory only
+	requeued int
 
 	mu      sync.Mutex
 	subs    map[string]*sub           // guarded by mu: scopes with requests waiting or running
@@ -63,6 +93,9 @@ type Queue struct {
 	served  uint64                    // guarded by mu: counts hand-outs, for round robin
 	active  bool                      // guarded by mu: Run is running
 	stopped bool                      // guarded by mu: Stop was called
+	closed  bool                      // guarded by mu: Close was called
+	err     error                     // guarded by mu: the file failed; the queue is unusable
+	refills []refill                  // guarded by mu: scopes of a file whose window is to be read
 	hooked  map[*colly.Collector]bool // guarded by mu: async collectors given the end callbacks
 
 	amu     sync.Mutex                  // a leaf: taken alone, by Colly's callbacks
@@ -86,6 +119,19 @@ type sub struct {
 	parked  bool      // waits for the controller's Notify
 	probing bool      // a request went out unreserved to read robots.txt
 	running int
+
+	// With a file, items is a window on the scope's FIFO; the rest is
+	// in the file only.
+	id      uint64 // its id in the file
+	disk    int    // requests after the window, in the file only
+	cursor  uint64 // the seq of the last request read into the window
+	loading bool   // a refill is being read
+}
+
+// refill is a scope whose window is to be read from the file.
+type refill struct {
+	s         *sub
+	id, after uint64
 }
 
 // item is one request: marshalled as colly/queue stores it, and its method
@@ -93,6 +139,28 @@ type sub struct {
 type item struct {
 	data []byte
 	req  *http.Request
+	// With a file, a window's item holds its record instead (a few dozen
+	// bytes, where data and req take hundreds), decoded when it is needed.
+	rec []byte
+	key [16]byte // with a file: its scope's id and its seq
+}
+
+// request is the item's method, URL and headers, for the controller.
+func (it item) request() (*http.Request, error) {
+	if it.req != nil {
+		return it.req, nil
+	}
+	d, err := decodeRecord(it.rec)
+	return d.req, err
+}
+
+// payload is the item as Colly marshals it.
+func (it item) payload() ([]byte, error) {
+	if it.data != nil {
+		return it.data, nil
+	}
+	d, err := decodeRecord(it.rec)
+	return d.data, err
 }
 
 // New makes a queue whose requests go through ctrl (the controller the
@@ -109,13 +177,53 @@ func New(ctrl *polite.Controller, cfg Config) (*Queue, error) {
 	}
 	if cfg.MaxSize == 0 {
 		cfg.MaxSize = 100_000
+		if cfg.Path != "" {
+			cfg.MaxSize = math.MaxInt
+		}
 	}
-	return &Queue{
+	q := &Queue{
 		ctrl: ctrl, threads: cfg.Threads, maxSize: cfg.MaxSize,
 		kick: make(chan struct{}, 1),
 		subs: make(map[string]*sub), hooked: make(map[*colly.Collector]bool),
 		pending: make(map[*colly.Context]*pending),
-	}, nil
+	}
+	if cfg.Path != "" {
+		st, l, err := openStore(cfg.Path, cfg.NoSync)
+		if err != nil {
+			return nil, err
+		}
+		st.apply = q.applied
+		q.st, q.size, q.requeued = st, l.size, l.requeued
+		for _, s := range l.scopes {
+			if len(s.items) > 0 {
+				q.subs[s.key] = s
+				q.schedule(s)
+			}
+		}
+	}
+	return q, nil
+}
+
+// Requeued is how many requests of the queue's file were in flight when
+// it was last left without Close (a crash, a kill): they are queued again
+// at their scopes' heads, and each may have been sent once already.
+func (q *Queue) Requeued() int { return q.requeued }
+
+// Close releases the queue's file, after Run has returned. A queue in
+// memory only has nothing to release. Close is idempotent.
+func (q *Queue) Close() error {
+	q.mu.Lock()
+	if q.active {
+		q.mu.Unlock()
+		return ErrRunning
+	}
+	was := q.closed
+	q.closed = true
+	q.mu.Unlock()
+	if q.st == nil || was {
+		return nil
+	}
+	return q.st.close()
 }
 
 // AddURL adds a GET of rawURL, an absolute http or https URL.
@@ -157,8 +265,63 @@ func (q *Queue) AddLink(from *colly.Request, href string) error {
 // AddRequest adds r (its method, URL, headers, body, depth and context
 // values, as colly/queue keeps them).
 func (q *Queue) AddRequest(r *colly.Request) error {
+	a, err := q.prepare(r)
+	if err != nil {
+		return err
+	}
+	if q.st != nil {
+		return q.addToFile([]*op{a})
+	}
+	return q.addInMemory(a)
+}
+
+// AddURLs adds a GET of each of rawURLs, absolute http or https URLs, and
+// returns how many were added. With a file they are written in one commit
+// (the way to add many at a time: see docs/frontier.md), and those seen
+// before are left out without an error. A URL that does not parse fails
+// the call before anything is added. ErrFull stops it where the queue
+// filled (with a file: before anything is added).
+func (q *Queue) AddURLs(rawURLs ...string) (int, error) {
+	if len(rawURLs) == 0 {
+		return 0, nil
+	}
+	ops := make([]*op, 0, len(rawURLs))
+	for _, raw := range rawURLs {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return 0, fmt.Errorf("frontier: %w", err)
+		}
+		a, err := q.prepare(&colly.Request{URL: u, Method: http.MethodGet})
+		if err != nil {
+			return 0, fmt.Errorf("%w: %q", err, raw)
+		}
+		ops = append(ops, a)
+	}
+	if q.st == nil {
+		for i, a := range ops {
+			if err := q.addInMemory(a); err != nil {
+				return i, err
+			}
+		}
+		return len(ops), nil
+	}
+	err := q.addToFile(ops)
+	n := 0
+	for _, o := range ops {
+		if o.err == nil && !o.dup && o.seq != 0 {
+			n++
+		}
+	}
+	if errors.Is(err, ErrSeen) {
+		err = nil
+	}
+	return n, err
+}
+
+// prepare makes the op that adds r.
+func (q *Queue) prepare(r *colly.Request) (*op, error) {
 	if r == nil || r.URL == nil || r.URL.Host == "" || (r.URL.Scheme != "http" && r.URL.Scheme != "https") {
-		return errors.New("frontier: a request needs an absolute http or https URL")
+		return nil, errors.New("frontier: a request needs an absolute http or https URL")
 	}
 	method := r.Method
 	if method == "" {
@@ -169,31 +332,158 @@ func (q *Queue) AddRequest(r *colly.Request) error {
 		req.Header = r.Headers.Clone()
 	}
 	q.mu.Lock()
-	if q.size >= q.maxSize {
-		q.mu.Unlock()
-		return ErrFull
-	}
+	full := q.size >= q.maxSize
 	q.mu.Unlock()
+	if full {
+		return nil, ErrFull
+	}
+	var body []byte
+	if r.Body != nil && q.st != nil { // the file tells requests apart by their body too
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, fmt.Errorf("frontier: %w", err)
+		}
+		body = b
+		r.Body = bytes.NewReader(b)
+	}
 	data, err := r.Marshal() // reads the body: outside the lock
 	if err != nil {
-		return fmt.Errorf("frontier: %w", err)
+		return nil, fmt.Errorf("frontier: %w", err)
 	}
-	key := hook.ScopeKey(q.ctrl, req)
+	o := &op{kind: opAdd, scope: hook.ScopeKey(q.ctrl, req), mem: item{data: data, req: req}}
+	if q.st != nil {
+		o.rec, o.seen = encodeRecord(data), seenKey(method, r.URL.String(), body)
+		if method == http.MethodGet && r.Body == nil && (r.Headers == nil || len(*r.Headers) == 0) && r.Host == "" && emptyCtx(r.Ctx) && r.Depth >= 0 && r.Depth <= maxDepth {
+			o.rec = encodePlain(r.URL.String(), r.Depth)
+		}
+	}
+	return o, nil
+}
+
+func emptyCtx(ctx *colly.Context) bool {
+	if ctx == nil {
+		return true
+	}
+	empty := true
+	ctx.ForEach(func(string, any) any { empty = false; return nil })
+	return empty
+}
+
+// addInMemory adds a to a queue without a file.
+func (q *Queue) addInMemory(a *op) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.closed {
+		return ErrClosed
+	}
 	if q.size >= q.maxSize {
 		return ErrFull
 	}
-	s := q.subs[key]
+	s := q.subs[a.scope]
 	if s == nil {
-		s = &sub{key: key, idx: -1}
-		q.subs[key] = s
+		s = &sub{key: a.scope, idx: -1}
+		q.subs[a.scope] = s
 	}
-	s.items = append(s.items, item{data, req})
+	s.items = append(s.items, a.mem)
 	q.size++
 	q.schedule(s)
 	q.nudge()
 	return nil
+}
+
+// addToFile commits requests to the file; the queue takes them in once
+// they are there (applied). ErrSeen if the first was seen before.
+func (q *Queue) addToFile(ops []*op) error {
+	q.mu.Lock()
+	err := q.usable()
+	if err == nil && q.size+len(ops) > q.maxSize {
+		err = ErrFull
+	}
+	q.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := q.st.do(ops...); err != nil {
+		q.broken(err)
+		return err
+	}
+	if ops[0].dup {
+		return ErrSeen
+	}
+	return nil
+}
+
+// usable is why the queue cannot be used, or nil. Called with mu held.
+func (q *Queue) usable() error {
+	switch {
+	case q.closed:
+		return ErrClosed
+	case q.err != nil:
+		return q.err
+	}
+	return nil
+}
+
+// broken makes a failure of the file the queue's: Run stops and returns
+// it, and every later call fails with it.
+func (q *Queue) broken(err error) {
+	q.mu.Lock()
+	if q.err == nil {
+		q.err = err
+	}
+	q.stopped = true
+	q.mu.Unlock()
+	q.nudge()
+}
+
+// applied takes in a round of the file's committed ops, in their order:
+// an added request joins its scope's window if the window has room and
+// nothing of the scope waits in the file before it.
+func (q *Queue) applied(round []*op) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, o := range round {
+		if o.kind != opAdd || o.err != nil || o.dup {
+			continue
+		}
+		s := q.subs[o.scope]
+		if s == nil {
+			s = &sub{key: o.scope, idx: -1}
+			q.subs[o.scope] = s
+		}
+		s.id = o.id
+		if !s.loading && s.disk == 0 && len(s.items) < window {
+			s.items = append(s.items, item{rec: o.rec, key: itemKey(o.id, o.seq)})
+			s.cursor = o.seq
+		} else {
+			s.disk++
+		}
+		q.size++
+		q.schedule(s)
+	}
+	q.nudge()
+}
+
+// refilled takes in what was read of s's FIFO. Called with mu held.
+func (q *Queue) refilled(s *sub, got []item) {
+	s.loading = false
+	s.items = append(s.items, got...)
+	s.disk -= len(got)
+	if len(got) == 0 {
+		s.disk = 0
+	} else {
+		s.cursor = binary.BigEndian.Uint64(got[len(got)-1].key[8:])
+	}
+	q.schedule(s)
+	q.forget(s)
+}
+
+// forget drops s from the queue's map once nothing of it is left.
+// Called with mu held.
+func (q *Queue) forget(s *sub) {
+	if len(s.items) == 0 && s.disk == 0 && !s.loading && s.running == 0 && s.idx < 0 {
+		delete(q.subs, s.key)
+	}
 }
 
 // schedule puts s where the dispatcher looks, if it has a request to hand
@@ -235,7 +525,7 @@ func (q *Queue) Backlogs() []Backlog {
 	q.mu.Lock()
 	out := make([]Backlog, 0, len(q.subs))
 	for _, s := range q.subs {
-		out = append(out, Backlog{Scope: s.key, Queued: len(s.items), Running: s.running})
+		out = append(out, Backlog{Scope: s.key, Queued: len(s.items) + s.disk, Running: s.running})
 	}
 	q.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Scope < out[j].Scope })
@@ -279,6 +569,10 @@ func (q *Queue) Run(c *colly.Collector) error {
 		q.mu.Unlock()
 		return ErrRunning
 	}
+	if err := q.usable(); err != nil {
+		q.mu.Unlock()
+		return err
+	}
 	q.active, q.stopped = true, false
 	for _, s := range q.subs { // a Run that was stopped may have left them waiting
 		s.parked = false
@@ -314,7 +608,17 @@ func (q *Queue) Run(c *colly.Collector) error {
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				if r, err := c.UnmarshalRequest(j.it.data); err == nil {
+				if q.st != nil { // in flight in the file before it is sent; the threads' marks share commits
+					if err := q.st.do(&op{kind: opFlight, key: j.it.key}); err != nil {
+						q.broken(err) // not sent: it stays queued in the file
+						j.res.Cancel()
+						done <- j
+						continue
+					}
+				}
+				if data, err := j.it.payload(); err != nil {
+					q.broken(fmt.Errorf("%w: %v", ErrCorrupt, err))
+				} else if r, err := c.UnmarshalRequest(data); err == nil {
 					if async {
 						q.doAsync(r)
 					} else {
@@ -322,6 +626,11 @@ func (q *Queue) Run(c *colly.Collector) error {
 					}
 				}
 				j.res.Cancel() // unused: a cache hit, a filter, an abort
+				if q.st != nil {
+					if err := q.st.do(&op{kind: opDone, key: j.it.key}); err != nil {
+						q.broken(err)
+					}
+				}
 				done <- j
 			}
 		}()
@@ -352,7 +661,10 @@ func (q *Queue) Run(c *colly.Collector) error {
 			ready = append(ready, j)
 		}
 		quiet := async && drained == nil && q.running > 0 && (idle == len(ready) || q.size == 0 || q.stopped)
+		refills := q.refills
+		q.refills = nil
 		q.mu.Unlock()
+		q.readWindows(refills)
 		for _, j := range ready {
 			jobs <- j
 			idle--
@@ -390,7 +702,25 @@ func (q *Queue) Run(c *colly.Collector) error {
 	if async {
 		c.Wait()
 	}
-	return nil
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.err
+}
+
+// readWindows reads the next requests of scopes whose window emptied.
+func (q *Queue) readWindows(refills []refill) {
+	for _, r := range refills {
+		got, err := q.st.read(r.id, r.after, window)
+		if err != nil {
+			q.broken(err)
+		}
+		q.mu.Lock()
+		q.refilled(r.s, got)
+		q.mu.Unlock()
+	}
+	if len(refills) > 0 {
+		q.nudge()
+	}
 }
 
 // asyncQuiet is how long an Async crawl with no thread free (or nothing
@@ -450,7 +780,12 @@ func (q *Queue) next(now time.Time) (job, time.Time, bool) {
 		if s.at.After(now) {
 			return job{}, s.at, false
 		}
-		cl, w, err := hook.Reserve(q.ctrl, s.items[0].req)
+		req, err := s.items[0].request()
+		if err != nil { // checked when it was read: memory, not the file, went wrong
+			q.err, q.stopped = fmt.Errorf("%w: %v", ErrCorrupt, err), true
+			return job{}, time.Time{}, false
+		}
+		cl, w, err := hook.Reserve(q.ctrl, req)
 		switch {
 		case cl.Held() || err != nil: // a refusal fails at once in Colly's hands, OnError says why
 			return q.handOut(s, cl, false), time.Time{}, true
@@ -481,6 +816,10 @@ func (q *Queue) handOut(s *sub, cl hook.Reservation, probe bool) job {
 	q.size--
 	q.running++
 	s.running++
+	if len(s.items) == 0 && s.disk > 0 && !s.loading {
+		s.loading = true
+		q.refills = append(q.refills, refill{s: s, id: s.id, after: s.cursor})
+	}
 	q.served++
 	s.served = q.served
 	s.probing = s.probing || probe
@@ -501,9 +840,7 @@ func (q *Queue) finish(j job) {
 	}
 	s.parked = false // a send ended, or never began: ask again
 	q.schedule(s)
-	if len(s.items) == 0 && s.running == 0 && s.idx < 0 {
-		delete(q.subs, s.key)
-	}
+	q.forget(s)
 }
 
 // notified hears from the controller that a scope may send sooner: a
