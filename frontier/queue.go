@@ -94,6 +94,9 @@ type Queue struct {
 	active  bool                      // guarded by mu: Run is running
 	stopped bool                      // guarded by mu: Stop was called
 	closed  bool                      // guarded by mu: Close was called
+	done    int                       // guarded by mu: requests ended without an error
+	failed  int                       // guarded by mu: requests ended with one
+	meter   meter                     // guarded by mu: requests ended, for the rate
 	err     error                     // guarded by mu: the file failed; the queue is unusable
 	refills []refill                  // guarded by mu: scopes of a file whose window is to be read
 	hooked  map[*colly.Collector]bool // guarded by mu: async collectors given the end callbacks
@@ -107,6 +110,7 @@ type Queue struct {
 type pending struct {
 	done    chan struct{}
 	started bool // Do returned: Colly's wait group counts it
+	failed  bool // written before done is closed
 }
 
 // sub is the FIFO of one scope. Guarded by Queue.mu.
@@ -126,6 +130,9 @@ type sub struct {
 	disk    int    // requests after the window, in the file only
 	cursor  uint64 // the seq of the last request read into the window
 	loading bool   // a refill is being read
+
+	done, failed int
+	meter        meter
 }
 
 // refill is a scope whose window is to be read from the file.
@@ -543,10 +550,11 @@ func (q *Queue) Stop() {
 
 // job is one request handed to a thread.
 type job struct {
-	s     *sub
-	it    item
-	res   hook.Reservation
-	probe bool
+	s      *sub
+	it     item
+	res    hook.Reservation
+	probe  bool
+	failed bool // set by its thread: Colly reported an error
 }
 
 // Run sends the queue's requests through c with Threads threads and
@@ -591,11 +599,11 @@ func (q *Queue) Run(c *colly.Collector) error {
 	if first { // Colly has no way to take a callback back: once per collector
 		c.OnRequest(func(r *colly.Request) {
 			if r.IsAbort() {
-				q.ended(r.Ctx)
+				q.ended(r.Ctx, false)
 			}
 		})
-		c.OnError(func(r *colly.Response, _ error) { q.ended(r.Ctx) })
-		c.OnScraped(func(r *colly.Response) { q.ended(r.Ctx) })
+		c.OnError(func(r *colly.Response, _ error) { q.ended(r.Ctx, true) })
+		c.OnScraped(func(r *colly.Response) { q.ended(r.Ctx, false) })
 	}
 	stop := hook.Notify(q.ctrl, q.notified)
 	defer stop()
@@ -620,9 +628,9 @@ func (q *Queue) Run(c *colly.Collector) error {
 					q.broken(fmt.Errorf("%w: %v", ErrCorrupt, err))
 				} else if r, err := c.UnmarshalRequest(data); err == nil {
 					if async {
-						q.doAsync(r)
+						j.failed = q.doAsync(r)
 					} else {
-						_ = r.Do() // failures reach OnError, as with colly/queue
+						j.failed = failed(r.Do()) // failures reach OnError, as with colly/queue
 					}
 				}
 				j.res.Cancel() // unused: a cache hit, a filter, an abort
@@ -691,7 +699,7 @@ func (q *Queue) Run(c *colly.Collector) error {
 			}
 		case <-drained:
 			for _, ctx := range draining {
-				q.ended(ctx)
+				q.ended(ctx, false)
 			}
 			drained, draining = nil, nil
 		}
@@ -731,29 +739,32 @@ func (q *Queue) readWindows(refills []refill) {
 const asyncQuiet = 5 * time.Second
 
 // doAsync sends r through its Async collector and waits until Colly is
-// done with it.
-func (q *Queue) doAsync(r *colly.Request) {
+// done with it; it reports whether Colly reported an error.
+func (q *Queue) doAsync(r *colly.Request) bool {
 	p := &pending{done: make(chan struct{})}
 	q.amu.Lock()
 	q.pending[r.Ctx] = p
 	q.amu.Unlock()
 	if err := r.Do(); err != nil { // refused before Colly started it: no callback comes
-		q.ended(r.Ctx)
-		return
+		q.ended(r.Ctx, false)
+		return failed(err)
 	}
 	q.amu.Lock()
 	p.started = true
 	q.amu.Unlock()
 	<-p.done
+	return p.failed
 }
 
-// ended is Colly's word that the request of ctx is done.
-func (q *Queue) ended(ctx *colly.Context) {
+// ended is Colly's word that the request of ctx is done, with an error
+// or not.
+func (q *Queue) ended(ctx *colly.Context, failed bool) {
 	q.amu.Lock()
 	p := q.pending[ctx]
 	delete(q.pending, ctx)
 	q.amu.Unlock()
 	if p != nil {
+		p.failed = failed
 		close(p.done)
 	}
 }
@@ -788,9 +799,9 @@ func (q *Queue) next(now time.Time) (job, time.Time, bool) {
 		cl, w, err := hook.Reserve(q.ctrl, req)
 		switch {
 		case cl.Held() || err != nil: // a refusal fails at once in Colly's hands, OnError says why
-			return q.handOut(s, cl, false), time.Time{}, true
+			return q.handOut(s, cl, false, now), time.Time{}, true
 		case w.Probe:
-			return q.handOut(s, cl, true), time.Time{}, true
+			return q.handOut(s, cl, true, now), time.Time{}, true
 		case !w.Until.IsZero():
 			s.at = w.Until
 			heap.Fix(&q.due, s.idx)
@@ -806,7 +817,9 @@ func (q *Queue) next(now time.Time) (job, time.Time, bool) {
 }
 
 // handOut takes the head of s for a thread. Called with mu held.
-func (q *Queue) handOut(s *sub, cl hook.Reservation, probe bool) job {
+func (q *Queue) handOut(s *sub, cl hook.Reservation, probe bool, now time.Time) job {
+	s.meter.begin(now)
+	q.meter.begin(now)
 	it := s.items[0]
 	s.items[0] = item{}
 	s.items = s.items[1:]
@@ -835,6 +848,16 @@ func (q *Queue) finish(j job) {
 	s := j.s
 	q.running--
 	s.running--
+	now := time.Now()
+	s.meter.add(now)
+	q.meter.add(now)
+	if j.failed {
+		s.failed++
+		q.failed++
+	} else {
+		s.done++
+		q.done++
+	}
 	if j.probe {
 		s.probing = false
 	}
