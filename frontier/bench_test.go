@@ -18,6 +18,7 @@ import (
 	"github.com/colly-polite/polite"
 	"github.com/colly-polite/polite/adaptive"
 	"github.com/colly-polite/polite/frontier"
+	"github.com/colly-polite/polite/testserver"
 )
 
 // The durability settings the benchmarks compare.
@@ -218,4 +219,60 @@ func envInt(name string, def int) int {
 		return n
 	}
 	return def
+}
+
+// The first pages of a crawl of new hosts: FRONTIER_HOSTS hosts (1,000 by
+// default) × 10 pages on loopback test-server hosts (10 ms a page and a
+// robots.txt), 64 threads, with robots.txt off and on. Run it once:
+// -benchtime=1x.
+func BenchmarkNewHosts(b *testing.B) {
+	n := envInt("FRONTIER_HOSTS", 1000)
+	for _, robots := range []bool{false, true} {
+		b.Run(fmt.Sprintf("robots=%v", robots), func(b *testing.B) {
+			hosts := map[string]testserver.Policy{}
+			for i := range n {
+				hosts[fmt.Sprintf("h%d.test", i)] = testserver.Policy{Latency: testserver.Latency{Base: 10 * time.Millisecond}}
+			}
+			srv, err := testserver.New(testserver.Config{Network: testserver.Loopback, Hosts: hosts})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer srv.Close()
+			for b.Loop() {
+				c := colly.NewCollector(colly.Async())
+				c.WithTransport(srv.Transport())
+				ctrl := adaptive.Attach(c, polite.Config{Robots: new(robots)})
+				q, err := frontier.New(ctrl, frontier.Config{Threads: 64})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for p := range 10 { // a page of each host, then the next: as a crawl discovers them
+					for h := range n {
+						if err := q.AddURL(fmt.Sprintf("%s/page/%d", srv.HostURL(fmt.Sprintf("h%d.test", h)), p)); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				start := time.Now()
+				if err := q.Run(c); err != nil {
+					b.Fatal(err)
+				}
+				took := time.Since(start)
+				p := q.Progress()
+				if p.Done+p.Failed != 10*n {
+					b.Fatalf("%d done, %d failed of %d", p.Done, p.Failed, 10*n)
+				}
+				b.ReportMetric(took.Seconds(), "s/crawl")
+				ctrl.Close()
+				fetched := 0
+				for h := range hosts {
+					fetched += srv.Stats(h).Robots
+				}
+				if want := map[bool]int{true: n}[robots]; fetched < want {
+					b.Fatalf("%d robots.txt fetched, want %d", fetched, want)
+				}
+				b.ReportMetric(float64(fetched), "robots.txt")
+			}
+		})
+	}
 }

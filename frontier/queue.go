@@ -67,6 +67,12 @@ type Config struct {
 	// every request ever added. Empty: the queue is in memory only.
 	// A request is in the file when AddURL returns.
 	Path string
+	// RobotsAhead bounds the robots.txt fetches run ahead of their
+	// scopes' turns, holding no thread: with robots.txt on, a scope whose
+	// robots.txt is not known yet waits for it in the queue, while the
+	// threads serve the others. 0 means 32; negative: none, a scope's
+	// first request reads it, holding its thread.
+	RobotsAhead int
 	// NoSync writes to the file without fsync: a killed process loses
 	// nothing (the writes are in the operating system's hands), a crash
 	// of the machine may lose the last commits or damage the file.
@@ -86,20 +92,24 @@ type Queue struct {
 	requeued int
 
 	mu      sync.Mutex
-	subs    map[string]*sub           // guarded by mu: scopes with requests waiting or running
-	due     dueHeap                   // guarded by mu: scopes to ask the controller about, soonest first
-	size    int                       // guarded by mu: requests waiting
-	running int                       // guarded by mu: requests handed out, not done
-	served  uint64                    // guarded by mu: counts hand-outs, for round robin
-	active  bool                      // guarded by mu: Run is running
-	stopped bool                      // guarded by mu: Stop was called
-	closed  bool                      // guarded by mu: Close was called
-	done    int                       // guarded by mu: requests ended without an error
-	failed  int                       // guarded by mu: requests ended with one
-	meter   meter                     // guarded by mu: requests ended, for the rate
-	err     error                     // guarded by mu: the file failed; the queue is unusable
-	refills []refill                  // guarded by mu: scopes of a file whose window is to be read
-	hooked  map[*colly.Collector]bool // guarded by mu: async collectors given the end callbacks
+	subs    map[string]*sub // guarded by mu: scopes with requests waiting or running
+	due     dueHeap         // guarded by mu: scopes to ask the controller about, soonest first
+	size    int             // guarded by mu: requests waiting
+	running int             // guarded by mu: requests handed out, not done
+	served  uint64          // guarded by mu: counts hand-outs, for round robin
+	active  bool            // guarded by mu: Run is running
+	stopped bool            // guarded by mu: Stop was called
+	closed  bool            // guarded by mu: Close was called
+	done    int             // guarded by mu: requests ended without an error
+	failed  int             // guarded by mu: requests ended with one
+	meter   meter           // guarded by mu: requests ended, for the rate
+	err     error           // guarded by mu: the file failed; the queue is unusable
+	refills []refill        // guarded by mu: scopes of a file whose window is to be read
+
+	robotsAhead int                       // the bound on robots.txt fetches ahead
+	robotsWant  []*sub                    // guarded by mu: scopes waiting for a slot to read robots.txt ahead
+	robotsBusy  int                       // guarded by mu: robots.txt fetches ahead running
+	hooked      map[*colly.Collector]bool // guarded by mu: async collectors given the end callbacks
 
 	amu     sync.Mutex                  // a leaf: taken alone, by Colly's callbacks
 	pending map[*colly.Context]*pending // guarded by amu: async requests sent, not ended
@@ -122,6 +132,8 @@ type sub struct {
 	idx     int       // in Queue.due; -1 when not there
 	parked  bool      // waits for the controller's Notify
 	probing bool      // a request went out unreserved to read robots.txt
+	robots  bool      // its robots.txt is being read ahead, or waits for a slot to be
+	aheadOf bool      // its robots.txt was read ahead since its last reservation
 	running int
 
 	// With a file, items is a window on the scope's FIFO; the rest is
@@ -188,8 +200,11 @@ func New(ctrl *polite.Controller, cfg Config) (*Queue, error) {
 			cfg.MaxSize = math.MaxInt
 		}
 	}
+	if cfg.RobotsAhead == 0 {
+		cfg.RobotsAhead = 32
+	}
 	q := &Queue{
-		ctrl: ctrl, threads: cfg.Threads, maxSize: cfg.MaxSize,
+		ctrl: ctrl, threads: cfg.Threads, maxSize: cfg.MaxSize, robotsAhead: max(cfg.RobotsAhead, 0),
 		kick: make(chan struct{}, 1),
 		subs: make(map[string]*sub), hooked: make(map[*colly.Collector]bool),
 		pending: make(map[*colly.Context]*pending),
@@ -496,7 +511,7 @@ func (q *Queue) forget(s *sub) {
 // schedule puts s where the dispatcher looks, if it has a request to hand
 // out and waits for nothing else. Called with mu held.
 func (q *Queue) schedule(s *sub) {
-	if len(s.items) == 0 || s.parked || s.probing || s.idx >= 0 {
+	if len(s.items) == 0 || s.parked || s.probing || s.robots || s.idx >= 0 {
 		return
 	}
 	s.at = time.Time{}
@@ -608,6 +623,13 @@ func (q *Queue) Run(c *colly.Collector) error {
 	stop := hook.Notify(q.ctrl, q.notified)
 	defer stop()
 
+	// ahead reads robots.txt for scopes waiting in the queue: a clone
+	// sends through the same client (the controller's transport, which
+	// keeps what robots.txt says), with none of c's callbacks.
+	ahead := c.Clone()
+	ahead.Async, ahead.IgnoreRobotsTxt, ahead.AllowURLRevisit = false, true, true
+	var robotsWG sync.WaitGroup
+
 	jobs := make(chan job)
 	done := make(chan job, q.threads)
 	var wg sync.WaitGroup
@@ -671,6 +693,7 @@ func (q *Queue) Run(c *colly.Collector) error {
 		quiet := async && drained == nil && q.running > 0 && (idle == len(ready) || q.size == 0 || q.stopped)
 		refills := q.refills
 		q.refills = nil
+		q.readAhead(ahead, &robotsWG)
 		q.mu.Unlock()
 		q.readWindows(refills)
 		for _, j := range ready {
@@ -707,12 +730,47 @@ func (q *Queue) Run(c *colly.Collector) error {
 	}
 	close(jobs)
 	wg.Wait()
+	robotsWG.Wait()
 	if async {
 		c.Wait()
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.err
+}
+
+// readAhead starts reading robots.txt for waiting scopes, as many as the
+// bound lets run. Called with mu held; nothing it starts takes mu until it
+// is released.
+func (q *Queue) readAhead(ahead *colly.Collector, wg *sync.WaitGroup) {
+	for len(q.robotsWant) > 0 && q.robotsBusy < q.robotsAhead && !q.stopped {
+		s := q.robotsWant[0]
+		q.robotsWant[0] = nil
+		q.robotsWant = q.robotsWant[1:]
+		req, err := s.items[0].request()
+		if err != nil {
+			q.robotsDone(s)
+			continue
+		}
+		q.robotsBusy++
+		u := *req.URL
+		u.Path, u.RawPath, u.RawQuery, u.Fragment = "/robots.txt", "", "", ""
+		wg.Go(func() {
+			_ = ahead.Visit(u.String()) // what it says, the controller keeps; a failure, the request meets again
+			q.mu.Lock()
+			q.robotsBusy--
+			q.robotsDone(s)
+			q.mu.Unlock()
+			q.nudge()
+		})
+	}
+}
+
+// robotsDone puts s back in line after robots.txt was read ahead for it
+// (or could not be). Called with mu held.
+func (q *Queue) robotsDone(s *sub) {
+	s.robots, s.aheadOf = false, true
+	q.schedule(s)
 }
 
 // readWindows reads the next requests of scopes whose window emptied.
@@ -799,8 +857,13 @@ func (q *Queue) next(now time.Time) (job, time.Time, bool) {
 		cl, w, err := hook.Reserve(q.ctrl, req)
 		switch {
 		case cl.Held() || err != nil: // a refusal fails at once in Colly's hands, OnError says why
+			s.aheadOf = false
 			return q.handOut(s, cl, false, now), time.Time{}, true
-		case w.Probe:
+		case w.Probe && q.robotsAhead > 0 && !s.aheadOf: // read it ahead, holding no thread
+			s.robots = true
+			heap.Remove(&q.due, s.idx)
+			q.robotsWant = append(q.robotsWant, s)
+		case w.Probe: // not read ahead (off, or it did not take): the request reads it
 			return q.handOut(s, cl, true, now), time.Time{}, true
 		case !w.Until.IsZero():
 			s.at = w.Until
