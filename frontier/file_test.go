@@ -271,7 +271,8 @@ func TestFrontierKillResume(t *testing.T) {
 		assert.Positive(t, fetched[u], "%s was added, then lost", u)
 	}
 	for u, n := range fetched {
-		assert.True(t, added[u], "%s fetched but never added", u)
+		// the one add that may have been committed, not yet reported, at the kill
+		assert.True(t, added[u] || u == fmt.Sprintf("/page/%d", len(added)), "%s fetched but never added", u)
 		assert.LessOrEqual(t, n, 2, u)
 		if n > 1 {
 			twice++
