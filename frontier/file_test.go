@@ -168,6 +168,34 @@ func TestFrontierFileErrors(t *testing.T) {
 	require.NoError(t, db.Close())
 	assert.ErrorIs(t, open(damaged), frontier.ErrCorrupt, "a record that fails its checksum")
 
+	// a damaged record behind a scope's head: New reads only heads, so Run
+	// meets it at its turn and stops with ErrCorrupt
+	behind := filepath.Join(dir, "behind.db")
+	q, err = frontier.New(ctrl, frontier.Config{Path: behind})
+	require.NoError(t, err)
+	_, err = q.AddURLs("http://a.test/1", "http://a.test/2", "http://a.test/3")
+	require.NoError(t, err)
+	require.NoError(t, q.Close())
+	db, err = bbolt.Open(behind, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bbolt.Tx) error {
+		k, v := tx.Bucket([]byte("items")).Cursor().Last()
+		bad := append([]byte{}, v...)
+		bad[len(bad)-1] ^= 0xff
+		return tx.Bucket([]byte("items")).Put(k, bad)
+	}))
+	require.NoError(t, db.Close())
+	c := colly.NewCollector()
+	c.WithTransport(instant{})
+	cctrl := adaptive.Attach(c, polite.Config{Robots: new(false), Default: polite.Rule{Rate: 1000, InitialRate: 1000}})
+	q, err = frontier.New(cctrl, frontier.Config{Path: behind})
+	require.NoError(t, err)
+	assert.Equal(t, 3, q.Size())
+	assert.ErrorIs(t, q.Run(c), frontier.ErrCorrupt)
+	assert.Equal(t, 1, q.Size(), "the two before it were sent; it is left, unread")
+	assert.ErrorIs(t, q.AddURL("http://a.test/4"), frontier.ErrCorrupt, "the queue stays unusable")
+	require.NoError(t, q.Close())
+
 	empty := filepath.Join(dir, "empty.db")
 	require.NoError(t, os.WriteFile(empty, nil, 0o600))
 	assert.NoError(t, open(empty), "an empty file is a new queue")

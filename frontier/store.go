@@ -222,7 +222,16 @@ func (st *store) do(ops ...*op) error {
 
 // commit writes a round in one transaction; an error fails each op.
 func (st *store) commit(round []*op) {
-	err := st.db.Update(func(tx *bbolt.Tx) error {
+	var err error
+	defer func() {
+		if r := recover(); r != nil { // bbolt panics on a page damaged since the file was opened
+			err = fmt.Errorf("%w: %s: %v", ErrCorrupt, st.path, r)
+			for _, o := range round {
+				o.err = err
+			}
+		}
+	}()
+	err = st.db.Update(func(tx *bbolt.Tx) error {
 		scopes, items := tx.Bucket(bucketScopes), tx.Bucket(bucketItems)
 		flight, seen := tx.Bucket(bucketFlight), tx.Bucket(bucketSeen)
 		for _, o := range round {
@@ -491,9 +500,13 @@ func load(db *bbolt.DB, path string) (loaded, error) {
 }
 
 // read returns up to n requests of scope id after seq, in order.
-func (st *store) read(id, after uint64, n int) ([]item, error) {
-	var out []item
-	err := st.db.View(func(tx *bbolt.Tx) error {
+func (st *store) read(id, after uint64, n int) (out []item, err error) {
+	defer func() {
+		if r := recover(); r != nil { // bbolt panics on a page damaged since the file was opened
+			out, err = nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, st.path, r)
+		}
+	}()
+	err = st.db.View(func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucketItems).Cursor()
 		from := itemKey(id, after+1)
 		for k, v := c.Seek(from[:]); k != nil && len(out) < n; k, v = c.Next() {
