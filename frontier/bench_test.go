@@ -223,12 +223,16 @@ func envInt(name string, def int) int {
 
 // The first pages of a crawl of new hosts: FRONTIER_HOSTS hosts (1,000 by
 // default) × 10 pages on loopback test-server hosts (10 ms a page and a
-// robots.txt), 64 threads, with robots.txt off and on. Run it once:
-// -benchtime=1x.
+// robots.txt), 64 threads, with robots.txt off and on, through a
+// synchronous and an Async collector. Run it once: -benchtime=1x.
+// FRONTIER_ROBOTS_AHEAD sets Config.RobotsAhead (-1: read on a thread).
 func BenchmarkNewHosts(b *testing.B) {
 	n := envInt("FRONTIER_HOSTS", 1000)
-	for _, robots := range []bool{false, true} {
-		b.Run(fmt.Sprintf("robots=%v", robots), func(b *testing.B) {
+	for _, mode := range []struct {
+		async, robots bool
+	}{{false, false}, {false, true}, {true, false}, {true, true}} {
+		async, robots := mode.async, mode.robots
+		b.Run(fmt.Sprintf("async=%v/robots=%v", async, robots), func(b *testing.B) {
 			hosts := map[string]testserver.Policy{}
 			for i := range n {
 				hosts[fmt.Sprintf("h%d.test", i)] = testserver.Policy{Latency: testserver.Latency{Base: 10 * time.Millisecond}}
@@ -239,10 +243,11 @@ func BenchmarkNewHosts(b *testing.B) {
 			}
 			defer srv.Close()
 			for b.Loop() {
-				c := colly.NewCollector(colly.Async())
+				c := colly.NewCollector(colly.Async(async))
 				c.WithTransport(srv.Transport())
 				ctrl := adaptive.Attach(c, polite.Config{Robots: new(robots)})
-				q, err := frontier.New(ctrl, frontier.Config{Threads: 64})
+				ahead, _ := strconv.Atoi(os.Getenv("FRONTIER_ROBOTS_AHEAD")) // -1: robots.txt read on a thread
+				q, err := frontier.New(ctrl, frontier.Config{Threads: 64, RobotsAhead: ahead})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -82,7 +82,7 @@ type Config struct {
 // Queue is a crawl frontier: per scope a FIFO of requests, handed to Run's
 // threads when their scope can send. Make one with New; the zero value is
 // not usable. Safe for concurrent use: callbacks may add URLs while Run
-// runs.
+// runs. A queue with a Path holds its file until Close.
 type Queue struct {
 	ctrl     *polite.Controller
 	threads  int
