@@ -2,6 +2,7 @@ package frontier_test
 
 import (
 	"fmt"
+	"net/url"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -65,7 +66,7 @@ func TestFrontierAsync(t *testing.T) {
 // An Async request that ends without a callback the queue hears (an
 // OnRequest registered after Run aborts it) frees its thread once Colly's
 // wait group is empty; a request Colly refuses before it starts
-// (a revisit) frees it at once. Run returns, every thread free.
+// (too deep) frees it at once. Run returns, every thread free.
 func TestFrontierAsyncSilentEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{"a.test": {}}})
@@ -77,8 +78,10 @@ func TestFrontierAsyncSilentEnd(t *testing.T) {
 		for i := range 4 {
 			require.NoError(t, q.AddURL(fmt.Sprintf("%s/page/%d", srv.HostURL("a.test"), i)))
 		}
-		require.NoError(t, q.AddURL(srv.HostURL("a.test")+"/page/0")) // a repeat: ErrAlreadyVisited in Do
-		require.NoError(t, q.Run(c))                                  // the queue's callbacks are registered now
+		c.MaxDepth = 2
+		deep, _ := url.Parse(srv.HostURL("a.test") + "/page/9")
+		require.NoError(t, q.AddRequest(&colly.Request{URL: deep, Method: "GET", Depth: 3})) // ErrMaxDepth in Do
+		require.NoError(t, q.Run(c))                                                         // the queue's callbacks are registered now
 		assert.Equal(t, 4, srv.Stats("a.test").Requests)
 
 		c.OnRequest(func(r *colly.Request) { r.Abort() }) // after the queue's: it cannot see it

@@ -68,9 +68,9 @@ func Example() {
 }
 
 // A crawl that follows the links it finds: AddLink resolves each href
-// (relative, here) against the page it was found on, Colly's revisit
-// check drops the links to pages already fetched, and Progress counts
-// what ended.
+// (relative, here) against the page it was found on, a link the queue was
+// given before fails with ErrSeen and is not queued again, and Progress
+// counts what ended.
 func ExampleQueue_AddLink() {
 	srv, err := testserver.New(testserver.Config{
 		Network: testserver.Memory,
@@ -91,7 +91,7 @@ func ExampleQueue_AddLink() {
 	}
 	var pages atomic.Int64
 	c.OnHTML("a[href]", func(e *colly.HTMLElement) {
-		q.AddLink(e.Request, e.Attr("href")) // an href it cannot follow: frontier.ErrLink
+		q.AddLink(e.Request, e.Attr("href")) // frontier.ErrSeen for a repeat, ErrLink for an href it cannot follow
 	})
 	c.OnScraped(func(*colly.Response) { pages.Add(1) })
 	q.AddURL(srv.HostURL("site.test") + "/")

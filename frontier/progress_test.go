@@ -3,6 +3,8 @@ package frontier_test
 import (
 	"errors"
 	"fmt"
+	"net/url"
+	"os"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -115,7 +117,8 @@ func progressETA(t *testing.T, crawl []struct {
 }
 
 // Failed counts the requests Colly reported an error for (robots.txt
-// disallows 11 of 20 here), Done the others; synchronous and Async alike.
+// disallows 11 of 20 here), Done the others, one Colly refused to send
+// (too deep) included; synchronous and Async alike.
 func TestFrontierProgressFailed(t *testing.T) {
 	for _, async := range []bool{false, true} {
 		synctest.Test(t, func(t *testing.T) {
@@ -136,12 +139,97 @@ func TestFrontierProgressFailed(t *testing.T) {
 			for i := range 20 {
 				require.NoError(t, q.AddURL(fmt.Sprintf("%s/page/%d", srv.HostURL("a.test"), i)))
 			}
-			require.NoError(t, q.AddURL(srv.HostURL("a.test")+"/page/0")) // a revisit Colly refuses: not a failure
+			c.MaxDepth = 2
+			deep, _ := url.Parse(srv.HostURL("a.test") + "/page/99")
+			require.NoError(t, q.AddRequest(&colly.Request{URL: deep, Method: "GET", Depth: 3})) // Colly refuses it: not a failure
 			require.NoError(t, q.Run(c))
 			p := q.Progress()
 			assert.Equal(t, 11, disallowed)
 			assert.Equal(t, 11, p.Failed, "async %v", async)
-			assert.Equal(t, 10, p.Done, "9 pages and the refused revisit")
+			assert.Equal(t, 10, p.Done, "9 pages and the refused one")
 		})
 	}
+}
+
+// The bench's whole crawl (S11: four hosts with hidden limits, fixed
+// window 5/s at 200 ms, fixed window 10/s at 100 ms, GCRA 20/s at 50 ms,
+// 4 in flight at 100 ms; the index and 300 pages each), run through the
+// queue, its links added with AddLink as they are found, in virtual time.
+// Each page is sent once and the crawl ends near its slowest host's own
+// work. Once a fifth of the pages are done, the ETA says too little: it
+// is the backlog found so far over the rates, and most of the slowest
+// host's pages are not found yet.
+func TestFrontierProgressWholeCrawl(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const pages = 300
+		fixed := func(n int) testserver.Limit {
+			return testserver.Limit{Kind: testserver.FixedWindow, N: n, Window: time.Second}
+		}
+		hosts := map[string]testserver.Policy{
+			"a.test": {Limit: fixed(5), Latency: testserver.Latency{Base: 200 * time.Millisecond}},
+			"b.test": {Limit: fixed(10), Latency: testserver.Latency{Base: 100 * time.Millisecond}},
+			"c.test": {Limit: testserver.Limit{Kind: testserver.TokenBucket, Rate: 20, Burst: 5}, Latency: testserver.Latency{Base: 50 * time.Millisecond}},
+			"d.test": {Limit: testserver.Limit{Kind: testserver.Concurrency, MaxConcurrent: 4}, Latency: testserver.Latency{Base: 100 * time.Millisecond}},
+		}
+		for h, p := range hosts {
+			p.Site = testserver.Site{Pages: pages}
+			hosts[h] = p
+		}
+		srv := testserver.NewTest(t, testserver.Config{Hosts: hosts})
+		c := colly.NewCollector(colly.Async())
+		c.WithTransport(srv.Transport())
+		ctrl := adaptive.Attach(c, polite.Config{JitterSeed: 1})
+		q, err := frontier.New(ctrl, frontier.Config{Threads: 16})
+		require.NoError(t, err)
+		c.OnHTML("a[href]", func(e *colly.HTMLElement) { _ = q.AddLink(e.Request, e.Attr("href")) })
+		for h := range hosts {
+			require.NoError(t, q.AddURL(srv.HostURL(h)+"/"))
+		}
+		total := len(hosts) * (pages + 1)
+		start := time.Now()
+		var at20 time.Time
+		var p20 frontier.Progress
+		stop := make(chan struct{})
+		sampled := make(chan struct{})
+		go func() {
+			defer close(sampled)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				p := q.Progress()
+				if at20.IsZero() && p.Done >= total/5 {
+					at20, p20 = time.Now(), p
+				}
+				if d := time.Since(start); d%(10*time.Second) < 100*time.Millisecond && os.Getenv("FRONTIER_TRACE") != "" {
+					line := fmt.Sprintf("%5.0fs done %4d failed %d queued %4d running %2d", d.Seconds(), p.Done, p.Failed, p.Queued, p.Running)
+					for _, s := range p.Scopes {
+						line += fmt.Sprintf(" | %s q%d r%d d%d %.1f/s", s.Scope, s.Queued, s.Running, s.Done, s.Rate)
+					}
+					t.Log(line)
+				}
+			}
+		}()
+		require.NoError(t, q.Run(c))
+		took := time.Since(start)
+		close(stop)
+		<-sampled
+		require.False(t, at20.IsZero())
+		predicted := at20.Sub(start) + p20.ETA
+		t.Logf("at %.1f s (%d done, %d queued, %.1f/s): ETA %.1f s, finish predicted at %.1f s, came at %.1f s",
+			at20.Sub(start).Seconds(), p20.Done, p20.Queued, p20.Rate, p20.ETA.Seconds(), predicted.Seconds(), took.Seconds())
+		for _, s := range p20.Scopes {
+			t.Logf("  %-8s queued %3d running %d done %3d rate %5.1f/s ETA %5.1f s", s.Scope, s.Queued, s.Running, s.Done, s.Rate, s.ETA.Seconds())
+		}
+		for h := range hosts {
+			assert.Equal(t, pages+1, len(srv.Stats(h).Accepted), "%s: each page answered once", h)
+		}
+		// a.test's own work is 301 pages at 5/s, 60.2 s: a link found again
+		// (each page is linked from five) costs no send slot of its scope
+		assert.Less(t, took, 75*time.Second)
+		// the ETA counts what is known: the pages not yet found are not in it
+		assert.Less(t, predicted, took)
+	})
 }

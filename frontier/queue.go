@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"math"
 	"net/http"
@@ -34,9 +35,10 @@ var (
 	// fragment of the same page, unparsable, or not http or https, such as
 	// mailto: or javascript:). The error says which href, on which page.
 	ErrLink = errors.New("frontier: unusable link")
-	// ErrSeen: a queue with a file was given a request it holds or has
-	// done (the same method, URL and body): it is not added again, also
-	// after a restart.
+	// ErrSeen: the queue was given this request before (the same method,
+	// URL and body), and holds it or has done it: it is not added again
+	// (with a file, also after a restart). In an OnHTML callback it is
+	// usually ignored.
 	ErrSeen = errors.New("frontier: the request was added before")
 	// ErrLocked: the queue's file is open in another process (or queue).
 	ErrLocked = errors.New("frontier: the queue file is open elsewhere")
@@ -92,19 +94,21 @@ type Queue struct {
 	requeued int
 
 	mu      sync.Mutex
-	subs    map[string]*sub // guarded by mu: scopes with requests waiting or running
-	due     dueHeap         // guarded by mu: scopes to ask the controller about, soonest first
-	size    int             // guarded by mu: requests waiting
-	running int             // guarded by mu: requests handed out, not done
-	served  uint64          // guarded by mu: counts hand-outs, for round robin
-	active  bool            // guarded by mu: Run is running
-	stopped bool            // guarded by mu: Stop was called
-	closed  bool            // guarded by mu: Close was called
-	done    int             // guarded by mu: requests ended without an error
-	failed  int             // guarded by mu: requests ended with one
-	meter   meter           // guarded by mu: requests ended, for the rate
-	err     error           // guarded by mu: the file failed; the queue is unusable
-	refills []refill        // guarded by mu: scopes of a file whose window is to be read
+	subs    map[string]*sub     // guarded by mu: scopes with requests waiting or running
+	due     dueHeap             // guarded by mu: scopes to ask the controller about, soonest first
+	size    int                 // guarded by mu: requests waiting
+	running int                 // guarded by mu: requests handed out, not done
+	served  uint64              // guarded by mu: counts hand-outs, for round robin
+	active  bool                // guarded by mu: Run is running
+	stopped bool                // guarded by mu: Stop was called
+	closed  bool                // guarded by mu: Close was called
+	done    int                 // guarded by mu: requests ended without an error
+	failed  int                 // guarded by mu: requests ended with one
+	meter   meter               // guarded by mu: requests ended, for the rate
+	err     error               // guarded by mu: the file failed; the queue is unusable
+	refills []refill            // guarded by mu: scopes of a file whose window is to be read
+	seen    map[uint64]struct{} // guarded by mu: without a file, a hash of every request added
+	seed    maphash.Seed
 
 	robotsAhead int                       // the bound on robots.txt fetches ahead
 	robotsWant  []*sub                    // guarded by mu: scopes waiting for a slot to read robots.txt ahead
@@ -207,6 +211,7 @@ func New(ctrl *polite.Controller, cfg Config) (*Queue, error) {
 		ctrl: ctrl, threads: cfg.Threads, maxSize: cfg.MaxSize, robotsAhead: max(cfg.RobotsAhead, 0),
 		kick: make(chan struct{}, 1),
 		subs: make(map[string]*sub), hooked: make(map[*colly.Collector]bool),
+		seen: make(map[uint64]struct{}), seed: maphash.MakeSeed(),
 		pending: make(map[*colly.Context]*pending),
 	}
 	if cfg.Path != "" {
@@ -320,12 +325,16 @@ func (q *Queue) AddURLs(rawURLs ...string) (int, error) {
 		ops = append(ops, a)
 	}
 	if q.st == nil {
-		for i, a := range ops {
-			if err := q.addInMemory(a); err != nil {
-				return i, err
+		n := 0
+		for _, a := range ops {
+			switch err := q.addInMemory(a); {
+			case err == nil:
+				n++
+			case !errors.Is(err, ErrSeen):
+				return n, err
 			}
 		}
-		return len(ops), nil
+		return n, nil
 	}
 	err := q.addToFile(ops)
 	n := 0
@@ -360,7 +369,7 @@ func (q *Queue) prepare(r *colly.Request) (*op, error) {
 		return nil, ErrFull
 	}
 	var body []byte
-	if r.Body != nil && q.st != nil { // the file tells requests apart by their body too
+	if r.Body != nil { // requests are told apart by their body too
 		b, err := io.ReadAll(r.Body)
 		if err != nil {
 			return nil, fmt.Errorf("frontier: %w", err)
@@ -373,8 +382,9 @@ func (q *Queue) prepare(r *colly.Request) (*op, error) {
 		return nil, fmt.Errorf("frontier: %w", err)
 	}
 	o := &op{kind: opAdd, scope: hook.ScopeKey(q.ctrl, req), mem: item{data: data, req: req}}
+	o.seen = seenKey(method, r.URL.String(), body)
 	if q.st != nil {
-		o.rec, o.seen = encodeRecord(data), seenKey(method, r.URL.String(), body)
+		o.rec = encodeRecord(data)
 		if method == http.MethodGet && r.Body == nil && (r.Headers == nil || len(*r.Headers) == 0) && r.Host == "" && emptyCtx(r.Ctx) && r.Depth >= 0 && r.Depth <= maxDepth {
 			o.rec = encodePlain(r.URL.String(), r.Depth)
 		}
@@ -398,9 +408,14 @@ func (q *Queue) addInMemory(a *op) error {
 	if q.closed {
 		return ErrClosed
 	}
+	h := maphash.Bytes(q.seed, a.seen)
+	if _, ok := q.seen[h]; ok {
+		return ErrSeen
+	}
 	if q.size >= q.maxSize {
 		return ErrFull
 	}
+	q.seen[h] = struct{}{}
 	s := q.subs[a.scope]
 	if s == nil {
 		s = &sub{key: a.scope, idx: -1}
