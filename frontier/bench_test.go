@@ -222,8 +222,8 @@ func envInt(name string, def int) int {
 }
 
 // The first pages of a crawl of new hosts: FRONTIER_HOSTS hosts (1,000 by
-// default) × 10 pages on loopback test-server hosts (10 ms a page and a
-// robots.txt), 64 threads, with robots.txt off and on, through a
+// default) × 10 pages on loopback test-server hosts (a 10-ms round trip
+// for a page and for robots.txt), 64 threads, with robots.txt off and on, through a
 // synchronous and an Async collector. Run it once: -benchtime=1x.
 // FRONTIER_ROBOTS_AHEAD sets Config.RobotsAhead (-1: read on a thread).
 func BenchmarkNewHosts(b *testing.B) {
@@ -235,7 +235,8 @@ func BenchmarkNewHosts(b *testing.B) {
 		b.Run(fmt.Sprintf("async=%v/robots=%v", async, robots), func(b *testing.B) {
 			hosts := map[string]testserver.Policy{}
 			for i := range n {
-				hosts[fmt.Sprintf("h%d.test", i)] = testserver.Policy{Latency: testserver.Latency{Base: 10 * time.Millisecond}}
+				// a round trip of 10 ms: pages and robots.txt alike (Base would time pages only)
+				hosts[fmt.Sprintf("h%d.test", i)] = testserver.Policy{Latency: testserver.Latency{RTT: 10 * time.Millisecond}}
 			}
 			srv, err := testserver.New(testserver.Config{Network: testserver.Loopback, Hosts: hosts})
 			if err != nil {
