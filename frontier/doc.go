@@ -6,11 +6,15 @@
 // (With a shared Store, a reservation holds the process's slot, not the fleet's:
 // a thread may still wait for the fleet's schedule.)
 //
-//	c := colly.NewCollector()
+//	c := colly.NewCollector(colly.Async()) // or synchronous: Threads bound what is in flight either way
 //	ctrl := adaptive.Attach(c)
-//	q, _ := frontier.New(ctrl, frontier.Config{Threads: 8})
+//	q, _ := frontier.New(ctrl, frontier.Config{Threads: 8, Path: "crawl.db"}) // Path: survives a crash
+//	defer q.Close()
+//	c.OnHTML("a[href]", func(e *colly.HTMLElement) { q.AddLink(e.Request, e.Attr("href")) })
 //	q.AddURL("https://example.com/")
 //	q.Run(c) // returns when every URL, and every URL added meanwhile, is done
 //
-// docs/colly.md compares it with colly/queue.
+// Progress gives the counts, the rate and the ETA. The module's
+// docs/frontier.md says what a queue in a file promises, and docs/colly.md
+// compares the frontier with colly/queue.
 package frontier

@@ -66,3 +66,42 @@ func Example() {
 	// fast.test pages: 30
 	// slow.test pages: 6
 }
+
+// A crawl that follows the links it finds: AddLink resolves each href
+// (relative, here) against the page it was found on, a link the queue was
+// given before fails with ErrSeen and is not queued again, and Progress
+// counts what ended.
+func ExampleQueue_AddLink() {
+	srv, err := testserver.New(testserver.Config{
+		Network: testserver.Memory,
+		Hosts:   map[string]testserver.Policy{"site.test": {Site: testserver.Site{Pages: 8, FanOut: 3}}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+
+	c := colly.NewCollector(colly.Async())
+	c.WithTransport(srv.Client().Transport)
+	ctrl := adaptive.Attach(c)
+	defer ctrl.Close()
+	q, err := frontier.New(ctrl, frontier.Config{Threads: 4})
+	if err != nil {
+		log.Fatal(err)
+	}
+	var pages atomic.Int64
+	c.OnHTML("a[href]", func(e *colly.HTMLElement) {
+		q.AddLink(e.Request, e.Attr("href")) // frontier.ErrSeen for a repeat, ErrLink for an href it cannot follow
+	})
+	c.OnScraped(func(*colly.Response) { pages.Add(1) })
+	q.AddURL(srv.HostURL("site.test") + "/")
+	if err := q.Run(c); err != nil {
+		log.Fatal(err)
+	}
+	p := q.Progress()
+	fmt.Println("pages:", pages.Load())
+	fmt.Println("failed:", p.Failed, "left:", p.Queued+p.Running)
+	// Output:
+	// pages: 9
+	// failed: 0 left: 0
+}

@@ -1,12 +1,18 @@
 package frontier
 
 import (
+	"bytes"
 	"container/heap"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,9 +31,26 @@ var (
 	// ErrNotAttached: Run was given a collector that does not send through
 	// the queue's controller (adaptive.Attach or adaptive.AttachTo it first).
 	ErrNotAttached = errors.New("frontier: the collector is not attached to the queue's controller")
-	// ErrAsync: Run needs a synchronous collector (Async off): a thread
-	// holds its request until it is done.
-	ErrAsync = errors.New("frontier: the collector is Async")
+	// ErrLink: AddLink was given an href it cannot follow (empty, a
+	// fragment of the same page, unparsable, or not http or https, such as
+	// mailto: or javascript:). The error says which href, on which page.
+	ErrLink = errors.New("frontier: unusable link")
+	// ErrSeen: the queue was given this request before (the same method,
+	// URL and body), and holds it or has done it: it is not added again
+	// (with a file, also after a restart). In an OnHTML callback it is
+	// usually ignored.
+	ErrSeen = errors.New("frontier: the request was added before")
+	// ErrLocked: the queue's file is open in another process (or queue).
+	ErrLocked = errors.New("frontier: the queue file is open elsewhere")
+	// ErrCorrupt: the queue's file is damaged, truncated or not a queue
+	// file. Nothing was read from it: a queue never starts empty in its
+	// place.
+	ErrCorrupt = errors.New("frontier: the queue file is damaged")
+	// ErrFormat: the queue's file was written by another version of the
+	// frontier.
+	ErrFormat = errors.New("frontier: the queue file is of another version")
+	// ErrClosed: the queue was closed.
+	ErrClosed = errors.New("frontier: the queue is closed")
 	// ErrRunning: Run is already running.
 	ErrRunning = errors.New("frontier: Run is already running")
 )
@@ -39,28 +62,69 @@ type Config struct {
 	Threads int
 	// MaxSize bounds the requests waiting, over all scopes together:
 	// beyond it AddURL and AddRequest fail with ErrFull. 0 means 100,000
-	// (colly/queue's default).
+	// (colly/queue's default) in memory, no bound with a Path.
 	MaxSize int
+	// Path is the file the queue lives in (made if absent), so that a
+	// crawl survives a crash: its scopes' FIFOs, what is in flight and
+	// every request ever added. Empty: the queue is in memory only.
+	// A request is in the file when AddURL returns.
+	Path string
+	// RobotsAhead bounds the robots.txt fetches run ahead of their
+	// scopes' turns, holding no thread: with robots.txt on, a scope whose
+	// robots.txt is not known yet waits for it in the queue, while the
+	// threads serve the others. 0 means 32; negative: none, a scope's
+	// first request reads it, holding its thread.
+	RobotsAhead int
+	// NoSync writes to the file without fsync: a killed process loses
+	// nothing (the writes are in the operating system's hands), a crash
+	// of the machine may lose the last commits or damage the file.
+	NoSync bool
 }
 
 // Queue is a crawl frontier: per scope a FIFO of requests, handed to Run's
 // threads when their scope can send. Make one with New; the zero value is
 // not usable. Safe for concurrent use: callbacks may add URLs while Run
-// runs.
+// runs. A queue with a Path holds its file until Close.
 type Queue struct {
-	ctrl    *polite.Controller
-	threads int
-	maxSize int
-	kick    chan struct{} // capacity 1: something changed, look again
+	ctrl     *polite.Controller
+	threads  int
+	maxSize  int
+	kick     chan struct{} // capacity 1: something changed, look again
+	st       *store        // nil: in memory only
+	requeued int
 
 	mu      sync.Mutex
-	subs    map[string]*sub // guarded by mu: scopes with requests waiting or running
-	due     dueHeap         // guarded by mu: scopes to ask the controller about, soonest first
-	size    int             // guarded by mu: requests waiting
-	running int             // guarded by mu: requests handed out, not done
-	served  uint64          // guarded by mu: counts hand-outs, for round robin
-	active  bool            // guarded by mu: Run is running
-	stopped bool            // guarded by mu: Stop was called
+	subs    map[string]*sub     // guarded by mu: scopes with requests waiting or running
+	due     dueHeap             // guarded by mu: scopes to ask the controller about, soonest first
+	size    int                 // guarded by mu: requests waiting
+	running int                 // guarded by mu: requests handed out, not done
+	served  uint64              // guarded by mu: counts hand-outs, for round robin
+	active  bool                // guarded by mu: Run is running
+	stopped bool                // guarded by mu: Stop was called
+	closed  bool                // guarded by mu: Close was called
+	done    int                 // guarded by mu: requests ended without an error
+	failed  int                 // guarded by mu: requests ended with one
+	meter   meter               // guarded by mu: requests ended, for the rate
+	err     error               // guarded by mu: the file failed; the queue is unusable
+	refills []refill            // guarded by mu: scopes of a file whose window is to be read
+	seen    map[uint64]struct{} // guarded by mu: without a file, a hash of every request added
+	seed    maphash.Seed
+
+	robotsAhead int                       // the bound on robots.txt fetches ahead
+	robotsWant  []*sub                    // guarded by mu: scopes waiting for a slot to read robots.txt ahead
+	robotsBusy  int                       // guarded by mu: robots.txt fetches ahead running
+	hooked      map[*colly.Collector]bool // guarded by mu: async collectors given the end callbacks
+
+	amu     sync.Mutex                  // a leaf: taken alone, by Colly's callbacks
+	pending map[*colly.Context]*pending // guarded by amu: async requests sent, not ended
+}
+
+// pending is an async request a thread waits on: done is closed when
+// Colly's last callback for it has run.
+type pending struct {
+	done    chan struct{}
+	started bool // Do returned: Colly's wait group counts it
+	failed  bool // written before done is closed
 }
 
 // sub is the FIFO of one scope. Guarded by Queue.mu.
@@ -72,7 +136,25 @@ type sub struct {
 	idx     int       // in Queue.due; -1 when not there
 	parked  bool      // waits for the controller's Notify
 	probing bool      // a request went out unreserved to read robots.txt
+	robots  bool      // its robots.txt is being read ahead, or waits for a slot to be
+	aheadOf bool      // its robots.txt was read ahead since its last reservation
 	running int
+
+	// With a file, items is a window on the scope's FIFO; the rest is
+	// in the file only.
+	id      uint64 // its id in the file
+	disk    int    // requests after the window, in the file only
+	cursor  uint64 // the seq of the last request read into the window
+	loading bool   // a refill is being read
+
+	done, failed int
+	meter        meter
+}
+
+// refill is a scope whose window is to be read from the file.
+type refill struct {
+	s         *sub
+	id, after uint64
 }
 
 // item is one request: marshalled as colly/queue stores it, and its method
@@ -80,6 +162,28 @@ type sub struct {
 type item struct {
 	data []byte
 	req  *http.Request
+	// With a file, a window's item holds its record instead (a few dozen
+	// bytes, where data and req take hundreds), decoded when it is needed.
+	rec []byte
+	key [16]byte // with a file: its scope's id and its seq
+}
+
+// request is the item's method, URL and headers, for the controller.
+func (it item) request() (*http.Request, error) {
+	if it.req != nil {
+		return it.req, nil
+	}
+	d, err := decodeRecord(it.rec)
+	return d.req, err
+}
+
+// payload is the item as Colly marshals it.
+func (it item) payload() ([]byte, error) {
+	if it.data != nil {
+		return it.data, nil
+	}
+	d, err := decodeRecord(it.rec)
+	return d.data, err
 }
 
 // New makes a queue whose requests go through ctrl (the controller the
@@ -96,12 +200,57 @@ func New(ctrl *polite.Controller, cfg Config) (*Queue, error) {
 	}
 	if cfg.MaxSize == 0 {
 		cfg.MaxSize = 100_000
+		if cfg.Path != "" {
+			cfg.MaxSize = math.MaxInt
+		}
 	}
-	return &Queue{
-		ctrl: ctrl, threads: cfg.Threads, maxSize: cfg.MaxSize,
+	if cfg.RobotsAhead == 0 {
+		cfg.RobotsAhead = 32
+	}
+	q := &Queue{
+		ctrl: ctrl, threads: cfg.Threads, maxSize: cfg.MaxSize, robotsAhead: max(cfg.RobotsAhead, 0),
 		kick: make(chan struct{}, 1),
-		subs: make(map[string]*sub),
-	}, nil
+		subs: make(map[string]*sub), hooked: make(map[*colly.Collector]bool),
+		seen: make(map[uint64]struct{}), seed: maphash.MakeSeed(),
+		pending: make(map[*colly.Context]*pending),
+	}
+	if cfg.Path != "" {
+		st, l, err := openStore(cfg.Path, cfg.NoSync)
+		if err != nil {
+			return nil, err
+		}
+		st.apply = q.applied
+		q.st, q.size, q.requeued = st, l.size, l.requeued
+		for _, s := range l.scopes {
+			if len(s.items) > 0 {
+				q.subs[s.key] = s
+				q.schedule(s)
+			}
+		}
+	}
+	return q, nil
+}
+
+// Requeued is how many requests of the queue's file were in flight when
+// it was last left without Close (a crash, a kill): they are queued again
+// at their scopes' heads, and each may have been sent once already.
+func (q *Queue) Requeued() int { return q.requeued }
+
+// Close releases the queue's file, after Run has returned. A queue in
+// memory only has nothing to release. Close is idempotent.
+func (q *Queue) Close() error {
+	q.mu.Lock()
+	if q.active {
+		q.mu.Unlock()
+		return ErrRunning
+	}
+	was := q.closed
+	q.closed = true
+	q.mu.Unlock()
+	if q.st == nil || was {
+		return nil
+	}
+	return q.st.close()
 }
 
 // AddURL adds a GET of rawURL, an absolute http or https URL.
@@ -113,11 +262,97 @@ func (q *Queue) AddURL(rawURL string) error {
 	return q.AddRequest(&colly.Request{URL: u, Method: http.MethodGet})
 }
 
+// AddLink adds a GET of href, a link found on the page of from, resolved
+// against it as e.Request.Visit resolves it (the page's <base href> first,
+// then its URL): the new request's depth is one more than from's and it
+// carries from's context values. An href it cannot follow fails with an
+// error matching ErrLink; in an OnHTML callback it is usually ignored:
+//
+//	c.OnHTML("a[href]", func(e *colly.HTMLElement) {
+//		q.AddLink(e.Request, e.Attr("href"))
+//	})
+func (q *Queue) AddLink(from *colly.Request, href string) error {
+	if from == nil || from.URL == nil {
+		return fmt.Errorf("%w %q: no page to resolve it against", ErrLink, href)
+	}
+	abs := ""
+	if strings.TrimSpace(href) != "" {
+		abs = from.AbsoluteURL(href) // "" for a fragment or an unparsable href
+	}
+	if abs == "" {
+		return fmt.Errorf("%w %q on %s: empty, a fragment or unparsable", ErrLink, href, from.URL)
+	}
+	u, err := url.Parse(abs)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return fmt.Errorf("%w %q on %s: not an http or https URL", ErrLink, href, from.URL)
+	}
+	return q.AddRequest(&colly.Request{URL: u, Method: http.MethodGet, Depth: from.Depth + 1, Ctx: from.Ctx})
+}
+
 // AddRequest adds r (its method, URL, headers, body, depth and context
 // values, as colly/queue keeps them).
 func (q *Queue) AddRequest(r *colly.Request) error {
+	a, err := q.prepare(r)
+	if err != nil {
+		return err
+	}
+	if q.st != nil {
+		return q.addToFile([]*op{a})
+	}
+	return q.addInMemory(a)
+}
+
+// AddURLs adds a GET of each of rawURLs, absolute http or https URLs, and
+// returns how many were added. With a file they are written in one commit
+// (the way to add many at a time: see docs/frontier.md), and those seen
+// before are left out without an error. A URL that does not parse fails
+// the call before anything is added. ErrFull stops it where the queue
+// filled (with a file: before anything is added).
+func (q *Queue) AddURLs(rawURLs ...string) (int, error) {
+	if len(rawURLs) == 0 {
+		return 0, nil
+	}
+	ops := make([]*op, 0, len(rawURLs))
+	for _, raw := range rawURLs {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return 0, fmt.Errorf("frontier: %w", err)
+		}
+		a, err := q.prepare(&colly.Request{URL: u, Method: http.MethodGet})
+		if err != nil {
+			return 0, fmt.Errorf("%w: %q", err, raw)
+		}
+		ops = append(ops, a)
+	}
+	if q.st == nil {
+		n := 0
+		for _, a := range ops {
+			switch err := q.addInMemory(a); {
+			case err == nil:
+				n++
+			case !errors.Is(err, ErrSeen):
+				return n, err
+			}
+		}
+		return n, nil
+	}
+	err := q.addToFile(ops)
+	n := 0
+	for _, o := range ops {
+		if o.err == nil && !o.dup && o.seq != 0 {
+			n++
+		}
+	}
+	if errors.Is(err, ErrSeen) {
+		err = nil
+	}
+	return n, err
+}
+
+// prepare makes the op that adds r.
+func (q *Queue) prepare(r *colly.Request) (*op, error) {
 	if r == nil || r.URL == nil || r.URL.Host == "" || (r.URL.Scheme != "http" && r.URL.Scheme != "https") {
-		return errors.New("frontier: a request needs an absolute http or https URL")
+		return nil, errors.New("frontier: a request needs an absolute http or https URL")
 	}
 	method := r.Method
 	if method == "" {
@@ -128,37 +363,170 @@ func (q *Queue) AddRequest(r *colly.Request) error {
 		req.Header = r.Headers.Clone()
 	}
 	q.mu.Lock()
-	if q.size >= q.maxSize {
-		q.mu.Unlock()
-		return ErrFull
-	}
+	full := q.size >= q.maxSize
 	q.mu.Unlock()
+	if full {
+		return nil, ErrFull
+	}
+	var body []byte
+	if r.Body != nil { // requests are told apart by their body too
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, fmt.Errorf("frontier: %w", err)
+		}
+		body = b
+		r.Body = bytes.NewReader(b)
+	}
 	data, err := r.Marshal() // reads the body: outside the lock
 	if err != nil {
-		return fmt.Errorf("frontier: %w", err)
+		return nil, fmt.Errorf("frontier: %w", err)
 	}
-	key := hook.ScopeKey(q.ctrl, req)
+	o := &op{kind: opAdd, scope: hook.ScopeKey(q.ctrl, req), mem: item{data: data, req: req}}
+	o.seen = seenKey(method, r.URL.String(), body)
+	if q.st != nil {
+		o.rec = encodeRecord(data)
+		if method == http.MethodGet && r.Body == nil && (r.Headers == nil || len(*r.Headers) == 0) && r.Host == "" && emptyCtx(r.Ctx) && r.Depth >= 0 && r.Depth <= maxDepth {
+			o.rec = encodePlain(r.URL.String(), r.Depth)
+		}
+	}
+	return o, nil
+}
+
+func emptyCtx(ctx *colly.Context) bool {
+	if ctx == nil {
+		return true
+	}
+	empty := true
+	ctx.ForEach(func(string, any) any { empty = false; return nil })
+	return empty
+}
+
+// addInMemory adds a to a queue without a file.
+func (q *Queue) addInMemory(a *op) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.closed {
+		return ErrClosed
+	}
+	h := maphash.Bytes(q.seed, a.seen)
+	if _, ok := q.seen[h]; ok {
+		return ErrSeen
+	}
 	if q.size >= q.maxSize {
 		return ErrFull
 	}
-	s := q.subs[key]
+	q.seen[h] = struct{}{}
+	s := q.subs[a.scope]
 	if s == nil {
-		s = &sub{key: key, idx: -1}
-		q.subs[key] = s
+		s = &sub{key: a.scope, idx: -1}
+		q.subs[a.scope] = s
 	}
-	s.items = append(s.items, item{data, req})
+	s.items = append(s.items, a.mem)
 	q.size++
 	q.schedule(s)
 	q.nudge()
 	return nil
 }
 
+// addToFile commits requests to the file; the queue takes them in once
+// they are there (applied). ErrSeen if the first was seen before.
+func (q *Queue) addToFile(ops []*op) error {
+	q.mu.Lock()
+	err := q.usable()
+	if err == nil && q.size+len(ops) > q.maxSize {
+		err = ErrFull
+	}
+	q.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := q.st.do(ops...); err != nil {
+		q.broken(err)
+		return err
+	}
+	if ops[0].dup {
+		return ErrSeen
+	}
+	return nil
+}
+
+// usable is why the queue cannot be used, or nil. Called with mu held.
+func (q *Queue) usable() error {
+	switch {
+	case q.closed:
+		return ErrClosed
+	case q.err != nil:
+		return q.err
+	}
+	return nil
+}
+
+// broken makes a failure of the file the queue's: Run stops and returns
+// it, and every later call fails with it.
+func (q *Queue) broken(err error) {
+	q.mu.Lock()
+	if q.err == nil {
+		q.err = err
+	}
+	q.stopped = true
+	q.mu.Unlock()
+	q.nudge()
+}
+
+// applied takes in a round of the file's committed ops, in their order:
+// an added request joins its scope's window if the window has room and
+// nothing of the scope waits in the file before it.
+func (q *Queue) applied(round []*op) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, o := range round {
+		if o.kind != opAdd || o.err != nil || o.dup {
+			continue
+		}
+		s := q.subs[o.scope]
+		if s == nil {
+			s = &sub{key: o.scope, idx: -1}
+			q.subs[o.scope] = s
+		}
+		s.id = o.id
+		if !s.loading && s.disk == 0 && len(s.items) < window {
+			s.items = append(s.items, item{rec: o.rec, key: itemKey(o.id, o.seq)})
+			s.cursor = o.seq
+		} else {
+			s.disk++
+		}
+		q.size++
+		q.schedule(s)
+	}
+	q.nudge()
+}
+
+// refilled takes in what was read of s's FIFO. Called with mu held.
+func (q *Queue) refilled(s *sub, got []item) {
+	s.loading = false
+	s.items = append(s.items, got...)
+	s.disk -= len(got)
+	if len(got) == 0 {
+		s.disk = 0
+	} else {
+		s.cursor = binary.BigEndian.Uint64(got[len(got)-1].key[8:])
+	}
+	q.schedule(s)
+	q.forget(s)
+}
+
+// forget drops s from the queue's map once nothing of it is left.
+// Called with mu held.
+func (q *Queue) forget(s *sub) {
+	if len(s.items) == 0 && s.disk == 0 && !s.loading && s.running == 0 && s.idx < 0 {
+		delete(q.subs, s.key)
+	}
+}
+
 // schedule puts s where the dispatcher looks, if it has a request to hand
 // out and waits for nothing else. Called with mu held.
 func (q *Queue) schedule(s *sub) {
-	if len(s.items) == 0 || s.parked || s.probing || s.idx >= 0 {
+	if len(s.items) == 0 || s.parked || s.probing || s.robots || s.idx >= 0 {
 		return
 	}
 	s.at = time.Time{}
@@ -194,7 +562,7 @@ func (q *Queue) Backlogs() []Backlog {
 	q.mu.Lock()
 	out := make([]Backlog, 0, len(q.subs))
 	for _, s := range q.subs {
-		out = append(out, Backlog{Scope: s.key, Queued: len(s.items), Running: s.running})
+		out = append(out, Backlog{Scope: s.key, Queued: len(s.items) + s.disk, Running: s.running})
 	}
 	q.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Scope < out[j].Scope })
@@ -212,32 +580,45 @@ func (q *Queue) Stop() {
 
 // job is one request handed to a thread.
 type job struct {
-	s     *sub
-	it    item
-	res   hook.Reservation
-	probe bool
+	s      *sub
+	it     item
+	res    hook.Reservation
+	probe  bool
+	failed bool // set by its thread: Colly reported an error
 }
 
 // Run sends the queue's requests through c with Threads threads and
 // returns when none is waiting or running (requests added meanwhile
-// included), or after Stop. c must be attached to the queue's controller
-// and synchronous.
+// included), or after Stop. c must be attached to the queue's controller.
+//
+// A thread holds its request until Colly is done with it, whether c is
+// synchronous or Async: with an Async collector, until its last callback
+// (OnScraped, OnError, or an OnRequest that aborts it) has run. So at most
+// Threads requests of the queue are in flight either way. With an Async
+// collector Run also waits, before it returns, for every request c has
+// running (c.Wait), so that nothing of the crawl outlives it.
 func (q *Queue) Run(c *colly.Collector) error {
 	if c == nil || adaptive.ControllerOf(c) != q.ctrl {
 		return ErrNotAttached
 	}
-	if c.Async {
-		return ErrAsync
-	}
+	async := c.Async
 	q.mu.Lock()
 	if q.active {
 		q.mu.Unlock()
 		return ErrRunning
 	}
+	if err := q.usable(); err != nil {
+		q.mu.Unlock()
+		return err
+	}
 	q.active, q.stopped = true, false
 	for _, s := range q.subs { // a Run that was stopped may have left them waiting
 		s.parked = false
 		q.schedule(s)
+	}
+	first := async && !q.hooked[c]
+	if first {
+		q.hooked[c] = true
 	}
 	q.mu.Unlock()
 	defer func() {
@@ -245,8 +626,24 @@ func (q *Queue) Run(c *colly.Collector) error {
 		q.active = false
 		q.mu.Unlock()
 	}()
+	if first { // Colly has no way to take a callback back: once per collector
+		c.OnRequest(func(r *colly.Request) {
+			if r.IsAbort() {
+				q.ended(r.Ctx, false)
+			}
+		})
+		c.OnError(func(r *colly.Response, _ error) { q.ended(r.Ctx, true) })
+		c.OnScraped(func(r *colly.Response) { q.ended(r.Ctx, false) })
+	}
 	stop := hook.Notify(q.ctrl, q.notified)
 	defer stop()
+
+	// ahead reads robots.txt for scopes waiting in the queue: a clone
+	// sends through the same client (the controller's transport, which
+	// keeps what robots.txt says), with none of c's callbacks.
+	ahead := c.Clone()
+	ahead.Async, ahead.IgnoreRobotsTxt, ahead.AllowURLRevisit = false, true, true
+	var robotsWG sync.WaitGroup
 
 	jobs := make(chan job)
 	done := make(chan job, q.threads)
@@ -256,10 +653,29 @@ func (q *Queue) Run(c *colly.Collector) error {
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				if r, err := c.UnmarshalRequest(j.it.data); err == nil {
-					_ = r.Do() // failures reach OnError, as with colly/queue
+				if q.st != nil { // in flight in the file before it is sent; the threads' marks share commits
+					if err := q.st.do(&op{kind: opFlight, key: j.it.key}); err != nil {
+						q.broken(err) // not sent: it stays queued in the file
+						j.res.Cancel()
+						done <- j
+						continue
+					}
+				}
+				if data, err := j.it.payload(); err != nil {
+					q.broken(fmt.Errorf("%w: %v", ErrCorrupt, err))
+				} else if r, err := c.UnmarshalRequest(data); err == nil {
+					if async {
+						j.failed = q.doAsync(r)
+					} else {
+						j.failed = failed(r.Do()) // failures reach OnError, as with colly/queue
+					}
 				}
 				j.res.Cancel() // unused: a cache hit, a filter, an abort
+				if q.st != nil {
+					if err := q.st.do(&op{kind: opDone, key: j.it.key}); err != nil {
+						q.broken(err)
+					}
+				}
 				done <- j
 			}
 		}()
@@ -267,15 +683,21 @@ func (q *Queue) Run(c *colly.Collector) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	idle := q.threads
+	// drained is closed when a c.Wait begun in a quiet moment returns:
+	// every request that was pending then has ended, even one whose end no
+	// callback reported. Nothing is handed out meanwhile, since a Do that
+	// raised Colly's wait group from zero during the Wait would misuse it.
+	var drained chan struct{}
+	var draining []*colly.Context
 	for {
 		q.mu.Lock()
-		if q.stopped || q.size == 0 && q.running == 0 {
+		if q.running == 0 && (q.stopped || q.size == 0) {
 			q.mu.Unlock()
 			break
 		}
 		var ready []job
 		var next time.Time
-		for idle > len(ready) {
+		for drained == nil && !q.stopped && idle > len(ready) {
 			j, at, ok := q.next(time.Now())
 			if !ok {
 				next = at
@@ -283,13 +705,22 @@ func (q *Queue) Run(c *colly.Collector) error {
 			}
 			ready = append(ready, j)
 		}
+		quiet := async && drained == nil && q.running > 0 && (idle == len(ready) || q.size == 0 || q.stopped)
+		refills := q.refills
+		q.refills = nil
+		q.readAhead(ahead, &robotsWG)
 		q.mu.Unlock()
+		q.readWindows(refills)
 		for _, j := range ready {
 			jobs <- j
 			idle--
 		}
 		var wake <-chan time.Time
-		if !next.IsZero() && idle > 0 {
+		switch {
+		case quiet: // no thread can take more: if no request ends for a while, check with c.Wait
+			timer.Reset(asyncQuiet)
+			wake = timer.C
+		case !next.IsZero() && idle > 0 && drained == nil:
 			timer.Reset(time.Until(next))
 			wake = timer.C
 		}
@@ -299,15 +730,129 @@ func (q *Queue) Run(c *colly.Collector) error {
 			idle++
 		case <-q.kick:
 		case <-wake:
+			if quiet {
+				draining = q.started()
+				drained = make(chan struct{})
+				go func(ch chan struct{}) { c.Wait(); close(ch) }(drained)
+			}
+		case <-drained:
+			for _, ctx := range draining {
+				q.ended(ctx, false)
+			}
+			drained, draining = nil, nil
 		}
 		timer.Stop()
 	}
 	close(jobs)
 	wg.Wait()
-	for len(done) > 0 {
-		q.finish(<-done)
+	robotsWG.Wait()
+	if async {
+		c.Wait()
 	}
-	return nil
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.err
+}
+
+// readAhead starts reading robots.txt for waiting scopes, as many as the
+// bound lets run. Called with mu held; nothing it starts takes mu until it
+// is released.
+func (q *Queue) readAhead(ahead *colly.Collector, wg *sync.WaitGroup) {
+	for len(q.robotsWant) > 0 && q.robotsBusy < q.robotsAhead && !q.stopped {
+		s := q.robotsWant[0]
+		q.robotsWant[0] = nil
+		q.robotsWant = q.robotsWant[1:]
+		req, err := s.items[0].request()
+		if err != nil {
+			q.robotsDone(s)
+			continue
+		}
+		q.robotsBusy++
+		u := *req.URL
+		u.Path, u.RawPath, u.RawQuery, u.Fragment = "/robots.txt", "", "", ""
+		wg.Go(func() {
+			_ = ahead.Visit(u.String()) // what it says, the controller keeps; a failure, the request meets again
+			q.mu.Lock()
+			q.robotsBusy--
+			q.robotsDone(s)
+			q.mu.Unlock()
+			q.nudge()
+		})
+	}
+}
+
+// robotsDone puts s back in line after robots.txt was read ahead for it
+// (or could not be). Called with mu held.
+func (q *Queue) robotsDone(s *sub) {
+	s.robots, s.aheadOf = false, true
+	q.schedule(s)
+}
+
+// readWindows reads the next requests of scopes whose window emptied.
+func (q *Queue) readWindows(refills []refill) {
+	for _, r := range refills {
+		got, err := q.st.read(r.id, r.after, window)
+		if err != nil {
+			q.broken(err)
+		}
+		q.mu.Lock()
+		q.refilled(r.s, got)
+		q.mu.Unlock()
+	}
+	if len(refills) > 0 {
+		q.nudge()
+	}
+}
+
+// asyncQuiet is how long an Async crawl with no thread free (or nothing
+// to hand out) waits for a request to end before it asks Colly's wait
+// group whether they all have: what a request that ends unheard (an
+// OnRequest registered after Run that aborts it) costs at most, beyond
+// the time until the collector's other requests end.
+const asyncQuiet = 5 * time.Second
+
+// doAsync sends r through its Async collector and waits until Colly is
+// done with it; it reports whether Colly reported an error.
+func (q *Queue) doAsync(r *colly.Request) bool {
+	p := &pending{done: make(chan struct{})}
+	q.amu.Lock()
+	q.pending[r.Ctx] = p
+	q.amu.Unlock()
+	if err := r.Do(); err != nil { // refused before Colly started it: no callback comes
+		q.ended(r.Ctx, false)
+		return failed(err)
+	}
+	q.amu.Lock()
+	p.started = true
+	q.amu.Unlock()
+	<-p.done
+	return p.failed
+}
+
+// ended is Colly's word that the request of ctx is done, with an error
+// or not.
+func (q *Queue) ended(ctx *colly.Context, failed bool) {
+	q.amu.Lock()
+	p := q.pending[ctx]
+	delete(q.pending, ctx)
+	q.amu.Unlock()
+	if p != nil {
+		p.failed = failed
+		close(p.done)
+	}
+}
+
+// started lists the pending requests Colly's wait group counts.
+func (q *Queue) started() []*colly.Context {
+	q.amu.Lock()
+	defer q.amu.Unlock()
+	var out []*colly.Context
+	for ctx, p := range q.pending {
+		if p.started {
+			out = append(out, ctx)
+		}
+	}
+	return out
 }
 
 // next hands out the request of the scope that is ready soonest, if one is
@@ -319,12 +864,22 @@ func (q *Queue) next(now time.Time) (job, time.Time, bool) {
 		if s.at.After(now) {
 			return job{}, s.at, false
 		}
-		cl, w, err := hook.Reserve(q.ctrl, s.items[0].req)
+		req, err := s.items[0].request()
+		if err != nil { // checked when it was read: memory, not the file, went wrong
+			q.err, q.stopped = fmt.Errorf("%w: %v", ErrCorrupt, err), true
+			return job{}, time.Time{}, false
+		}
+		cl, w, err := hook.Reserve(q.ctrl, req)
 		switch {
 		case cl.Held() || err != nil: // a refusal fails at once in Colly's hands, OnError says why
-			return q.handOut(s, cl, false), time.Time{}, true
-		case w.Probe:
-			return q.handOut(s, cl, true), time.Time{}, true
+			s.aheadOf = false
+			return q.handOut(s, cl, false, now), time.Time{}, true
+		case w.Probe && q.robotsAhead > 0 && !s.aheadOf: // read it ahead, holding no thread
+			s.robots = true
+			heap.Remove(&q.due, s.idx)
+			q.robotsWant = append(q.robotsWant, s)
+		case w.Probe: // not read ahead (off, or it did not take): the request reads it
+			return q.handOut(s, cl, true, now), time.Time{}, true
 		case !w.Until.IsZero():
 			s.at = w.Until
 			heap.Fix(&q.due, s.idx)
@@ -340,7 +895,9 @@ func (q *Queue) next(now time.Time) (job, time.Time, bool) {
 }
 
 // handOut takes the head of s for a thread. Called with mu held.
-func (q *Queue) handOut(s *sub, cl hook.Reservation, probe bool) job {
+func (q *Queue) handOut(s *sub, cl hook.Reservation, probe bool, now time.Time) job {
+	s.meter.begin(now)
+	q.meter.begin(now)
 	it := s.items[0]
 	s.items[0] = item{}
 	s.items = s.items[1:]
@@ -350,6 +907,10 @@ func (q *Queue) handOut(s *sub, cl hook.Reservation, probe bool) job {
 	q.size--
 	q.running++
 	s.running++
+	if len(s.items) == 0 && s.disk > 0 && !s.loading {
+		s.loading = true
+		q.refills = append(q.refills, refill{s: s, id: s.id, after: s.cursor})
+	}
 	q.served++
 	s.served = q.served
 	s.probing = s.probing || probe
@@ -365,14 +926,22 @@ func (q *Queue) finish(j job) {
 	s := j.s
 	q.running--
 	s.running--
+	now := time.Now()
+	s.meter.add(now)
+	q.meter.add(now)
+	if j.failed {
+		s.failed++
+		q.failed++
+	} else {
+		s.done++
+		q.done++
+	}
 	if j.probe {
 		s.probing = false
 	}
 	s.parked = false // a send ended, or never began: ask again
 	q.schedule(s)
-	if len(s.items) == 0 && s.running == 0 && s.idx < 0 {
-		delete(q.subs, s.key)
-	}
+	q.forget(s)
 }
 
 // notified hears from the controller that a scope may send sooner: a

@@ -229,9 +229,6 @@ func TestFrontierBadInput(t *testing.T) {
 	assert.Error(t, q.AddRequest(nil))
 	assert.ErrorIs(t, q.Run(nil), frontier.ErrNotAttached)
 	assert.ErrorIs(t, q.Run(colly.NewCollector()), frontier.ErrNotAttached)
-	c := colly.NewCollector(colly.Async())
-	require.NoError(t, adaptive.AttachTo(c, ctrl))
-	assert.ErrorIs(t, q.Run(c), frontier.ErrAsync)
 	assert.True(t, q.IsEmpty())
 }
 

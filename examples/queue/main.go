@@ -15,7 +15,9 @@
 // hands them out in that order: every thread waits on slow.test while the
 // other hosts' URLs wait behind it. The frontier hands each free thread a
 // request whose host can send now, so the hosts progress side by side and
-// the crawl ends when the slowest host's own work does.
+// the crawl ends when the slowest host's own work does. For the frontier,
+// each line ends with its Progress: the counts, the rate, and the ETA,
+// which is the slowest host's backlog over its rate.
 //
 // Run it from the repository root:
 //
@@ -29,7 +31,6 @@ import (
 	"log"
 	"net/url"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,12 +144,17 @@ func run(mode string, work time.Duration, threads int) (time.Duration, error) {
 			return 0, err
 		}
 		add, runQueue = q.AddURL, func() error { return q.Run(c) }
-		backlog = func() string {
-			var b []string
-			for _, s := range q.Backlogs() {
-				b = append(b, fmt.Sprintf("%s:%d", hosts[s.Scope].name, s.Queued))
+		backlog = func() string { // the live progress line: the ETA is the slowest host's
+			p := q.Progress()
+			eta := "?"
+			if p.ETA != frontier.Unknown {
+				eta = fmt.Sprintf("%.0fs", p.ETA.Seconds())
 			}
-			return "queued " + strings.Join(b, " ")
+			last := ""
+			if len(p.Scopes) > 0 {
+				last = ", last " + hosts[p.Scopes[0].Scope].name
+			}
+			return fmt.Sprintf("queued %d, running %d, done %d, failed %d, %.1f/s, ETA %s%s", p.Queued, p.Running, p.Done, p.Failed, p.Rate, eta, last)
 		}
 	default:
 		q, err := queue.New(threads, nil)
