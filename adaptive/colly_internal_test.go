@@ -1,10 +1,8 @@
 package adaptive
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/colly-polite/polite/internal/hook"
+	"github.com/colly-polite/polite/internal/syncbuf"
 	"github.com/colly-polite/polite/testserver"
 )
 
@@ -54,7 +53,7 @@ func unwrap(t *testing.T, c *colly.Collector) (*polite.Controller, http.RoundTri
 // transport (http.DefaultTransport, the collector's own being unknown).
 func TestAttachLayoutChangedIsLoud(t *testing.T) {
 	broken := func(*colly.Collector) (**http.Client, error) { return nil, errCollyLayout }
-	var log syncBuffer
+	var log syncbuf.Buffer
 	c := colly.NewCollector()
 	ctrl := attach(c, []polite.Config{{Logger: slog.New(slog.NewTextHandler(&log, nil))}}, broken)
 	require.ErrorIs(t, ctrl.Err(), ErrAttach)
@@ -110,22 +109,4 @@ func TestGuardTimeoutAndClone(t *testing.T) {
 		_, _, timeout = unwrap(t, c)
 		assert.Equal(t, 7*time.Second, timeout, "the timeout moved before stays")
 	})
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,7 +1,6 @@
 package redisstore_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/colly-polite/polite/fleet"
 	"github.com/colly-polite/polite/fleet/storetest"
+	"github.com/colly-polite/polite/internal/syncbuf"
 	"github.com/colly-polite/polite/redisstore"
 	"github.com/colly-polite/polite/testserver"
 )
@@ -202,7 +202,7 @@ func TestFleet(t *testing.T) {
 			Excess:  testserver.Excess{FixedRetryAfter: 2 * time.Second},
 		},
 	}})
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	store := redisstore.New(rdb, redisstore.Options{Prefix: "fleet"})
 	var ctrls []*polite.Controller
 	for i := range 3 {
@@ -279,23 +279,6 @@ func TestFleet(t *testing.T) {
 	require.Positive(t, b.ByStatus[429], "the scenario throttles")
 	assert.Zero(t, b.PauseViolations, "nobody sends into a pause another was told of")
 	assert.Zero(t, failed.Load())
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // A subscription outlives a restart of Redis: go-redis reconnects and
