@@ -249,7 +249,7 @@ func (c *Client) Subscribe(fn func(scope string, pause time.Duration, reason fle
 		c.unsubscribe = n.Subscribe(func(m fleet.Notice) {
 			switch {
 			case m.Turn == c.process:
-				c.wake(m.Scope)
+				c.wake(m.Scope, true)
 			case m.Turn == "" && m.Pause > 0:
 				fn(m.Scope, m.Pause, m.Reason)
 			}
@@ -258,12 +258,15 @@ func (c *Client) Subscribe(fn func(scope string, pause time.Duration, reason fle
 	return ok
 }
 
-// wake tells scope's asking send that it is this process's turn.
-func (c *Client) wake(scope string) {
+// wake tells scope's asking send that it is this process's turn:
+// announced by the store, or a lease of this process's own given back.
+func (c *Client) wake(scope string, announced bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.turns[scope]
 	switch {
+	case st == nil && !announced:
+		// nobody of this process waits for a turn there
 	case st == nil:
 		// announced before the refusal that queued this process got
 		// back: the send it refused asks again at once
@@ -610,7 +613,7 @@ func (c *Client) put(scope string, l Local, r fleet.Return) {
 	}
 	c.ok(scope)
 	if r.Lease != "" {
-		c.wake(scope) // a lease of this process's back: its asker may take it
+		c.wake(scope, false) // a lease of this process's back: its asker may take it
 	}
 	l.Settled(st, r.State)
 }

@@ -336,3 +336,26 @@ func TestCloseIsBounded(t *testing.T) {
 		time.Sleep(2 * storeTimeout) // the store's late replies end
 	})
 }
+
+// A send that the fleet never kept waiting leaves no turn state behind: a
+// lease given back wakes a waiting asker only, and a process that crawls
+// many scopes keeps nothing per scope once their sends are done.
+func TestNoTurnStateLeftBehind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &fleet.MemoryStore{}
+		c := newClient(store)
+		c.Subscribe(func(string, time.Duration, fleet.Reason) {})
+		defer c.Close()
+		l := &local{rate: 1000, limit: 4}
+		for _, scope := range []string{"a", "b", "c"} {
+			send, err := c.Before(context.Background(), scope, l, false)
+			require.NoError(t, err)
+			c.After(scope, l, Report{Lease: send.Lease})
+		}
+		synctest.Wait()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		assert.Empty(t, c.turns)
+		assert.Empty(t, c.pending)
+	})
+}
