@@ -194,7 +194,7 @@ func (s *memoryScope) shares(now time.Time, limit int) (owed map[string]float64,
 		names, demand = append(names, name), append(demand, float64(d))
 	}
 	for name, p := range s.procs {
-		if _, ok := held[name]; !ok && p.want > 0 && now.Sub(p.seen) < WantFresh {
+		if _, ok := held[name]; !ok && s.wants(now, name) {
 			names, demand = append(names, name), append(demand, float64(p.want))
 		}
 	}
