@@ -206,37 +206,12 @@ func (s *memoryScope) shares(now time.Time, limit int) (owed map[string]float64,
 	return owed, held
 }
 
-// The bounds a request's numbers are read within, as package redisstore
-// reads them too (fleet/storetest holds both to them): a want of at most
-// maxWant, a TTL of at least minTTL, a rate or ceiling that is a finite
-// number above 0 (else 0).
-const (
-	maxWant = 999
-	minTTL  = time.Second
-)
-
-// clampWant is want as the stores read it: within [1, maxWant].
-func clampWant(want int) int { return min(max(want, 1), maxWant) }
-
-// clampTTL is a lease TTL as the stores read it: at least minTTL.
-func clampTTL(ttl time.Duration) time.Duration { return max(ttl, minTTL) }
-
-// clampRate is a rate or ceiling as the stores read it: r if it is a
-// finite number above 0, else 0.
-func clampRate(r float64) float64 {
-	if r > 0 && !math.IsInf(r, 1) {
-		return r
-	}
-	return 0
-}
-
 // Lease implements Store.
 func (m *MemoryStore) Lease(_ context.Context, a LeaseRequest) (Lease, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.clock()
-	a.TTL, a.Want = clampTTL(a.TTL), clampWant(a.Want)
-	a.Rate, a.Ceiling = clampRate(a.Rate), clampRate(a.Ceiling)
+	a = a.Clamped()
 	s := m.scopeLocked(a.Scope, now)
 	proc := s.procs[a.Process]
 	proc.exp, proc.seen, proc.want = now.Add(3*a.TTL), now, a.Want
@@ -455,7 +430,7 @@ func (m *MemoryStore) Renew(_ context.Context, scope, process string, leases []s
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.clock()
-	ttl = clampTTL(ttl)
+	ttl = LeaseTTL(ttl)
 	s := m.scopeLocked(scope, now)
 	for _, id := range leases {
 		// a lease that expired is gone, swept or not

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"math"
 	"time"
 )
 
@@ -112,6 +113,35 @@ type LeaseRequest struct {
 	// a second); the process is counted live on the scope for three times
 	// as long.
 	TTL time.Duration
+}
+
+// The bounds every store reads a request's numbers within (fleet/storetest
+// holds a store to them): a want of at most maxWant, a lease life of at
+// least minTTL, a rate or ceiling that is a finite number above 0 (else 0:
+// a NaN or an infinity never reaches a store's arithmetic).
+const (
+	maxWant = 999
+	minTTL  = time.Second
+)
+
+// Clamped is a as a store reads it: Want within [1, 999], TTL at least
+// LeaseTTL's bound, Rate and Ceiling finite numbers above 0, or 0 (none).
+func (a LeaseRequest) Clamped() LeaseRequest {
+	a.Want = min(max(a.Want, 1), maxWant)
+	a.TTL = LeaseTTL(a.TTL)
+	a.Rate, a.Ceiling = clampRate(a.Rate), clampRate(a.Ceiling)
+	return a
+}
+
+// LeaseTTL is a lease's life as a store reads it (a request's TTL, or
+// Renew's): at least a second.
+func LeaseTTL(ttl time.Duration) time.Duration { return max(ttl, minTTL) }
+
+func clampRate(r float64) float64 {
+	if r > 0 && !math.IsInf(r, 1) {
+		return r
+	}
+	return 0
 }
 
 // Lease is what Store.Lease gave: one of the fleet's concurrency slots,

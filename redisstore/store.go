@@ -119,22 +119,6 @@ func (s *Store) channel() string { return s.prefix + ":pauses" }
 
 func micros(d time.Duration) int64 { return int64(d / time.Microsecond) }
 
-// The bounds a request's numbers are read within, as fleet.MemoryStore
-// reads them (fleet/storetest holds both to them): a want of at most
-// maxWant, a TTL of at least minTTL, a rate or ceiling that is a finite
-// number above 0 (else 0: a NaN or an infinity never reaches a script).
-const (
-	maxWant = 999
-	minTTL  = time.Second
-)
-
-func clampRate(r float64) float64 {
-	if r > 0 && !math.IsInf(r, 1) {
-		return r
-	}
-	return 0
-}
-
 // member is the name in the leases' sorted set of lease id held by
 // process: the holder, a '/' and a name with no '/', which the scripts
 // read the holder back from (everything before the last '/'). An id that
@@ -166,15 +150,15 @@ func member(process, id string) string {
 
 // Lease implements fleet.Store.
 func (s *Store) Lease(ctx context.Context, a fleet.LeaseRequest) (fleet.Lease, error) {
-	ttl := max(a.TTL, minTTL)
+	a = a.Clamped()
 	id := a.ID
 	if id == "" {
 		id = a.Process + "/" + strconv.FormatUint(s.leases.Add(1), 10)
 	}
 	res, err := acquireScript.Run(ctx, s.c, s.keys(a.Scope),
-		a.Process, clampRate(a.Rate), a.Limit, strconv.FormatUint(a.Version, 10), a.Seed,
-		micros(ttl), member(a.Process, id), s.keyTTL.Milliseconds(), min(max(a.Want, 1), maxWant),
-		fleet.WantFresh.Milliseconds(), clampRate(a.Ceiling)).Slice()
+		a.Process, a.Rate, a.Limit, strconv.FormatUint(a.Version, 10), a.Seed,
+		micros(a.TTL), member(a.Process, id), s.keyTTL.Milliseconds(), a.Want,
+		fleet.WantFresh.Milliseconds(), a.Ceiling).Slice()
 	if err != nil {
 		return fleet.Lease{}, fmt.Errorf("redisstore: lease %q: %w", a.Scope, err)
 	}
@@ -341,7 +325,7 @@ func (r *reply) version(i int) uint64 {
 // Renew implements fleet.Store.
 func (s *Store) Renew(ctx context.Context, scope, process string, leases []string, ttl time.Duration) error {
 	args := make([]any, 0, 4+len(leases))
-	args = append(args, process, micros(max(ttl, minTTL)), s.keyTTL.Milliseconds(), fleet.WantFresh.Milliseconds())
+	args = append(args, process, micros(fleet.LeaseTTL(ttl)), s.keyTTL.Milliseconds(), fleet.WantFresh.Milliseconds())
 	for _, l := range leases {
 		args = append(args, member(process, l))
 	}
