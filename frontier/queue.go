@@ -283,7 +283,7 @@ func (q *Queue) AddLink(from *colly.Request, href string) error {
 		return fmt.Errorf("%w %q on %s: empty, a fragment or unparsable", ErrLink, href, from.URL)
 	}
 	u, err := url.Parse(abs)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+	if err != nil || !webURL(u) {
 		return fmt.Errorf("%w %q on %s: not an http or https URL", ErrLink, href, from.URL)
 	}
 	return q.AddRequest(&colly.Request{URL: u, Method: http.MethodGet, Depth: from.Depth + 1, Ctx: from.Ctx})
@@ -351,7 +351,7 @@ func (q *Queue) AddURLs(rawURLs ...string) (int, error) {
 
 // prepare makes the op that adds r.
 func (q *Queue) prepare(r *colly.Request) (*op, error) {
-	if r == nil || r.URL == nil || r.URL.Host == "" || (r.URL.Scheme != "http" && r.URL.Scheme != "https") {
+	if r == nil || !webURL(r.URL) {
 		return nil, errors.New("frontier: a request needs an absolute http or https URL")
 	}
 	method := r.Method
@@ -377,19 +377,29 @@ func (q *Queue) prepare(r *colly.Request) (*op, error) {
 		body = b
 		r.Body = bytes.NewReader(b)
 	}
+	raw := r.URL.String()
+	o := &op{kind: opAdd, scope: hook.ScopeKey(q.ctrl, req), seen: seenKey(method, raw, body)}
+	if q.st != nil && method == http.MethodGet && r.Body == nil && (r.Headers == nil || len(*r.Headers) == 0) && r.Host == "" && emptyCtx(r.Ctx) && r.Depth >= 0 && r.Depth <= maxDepth {
+		// a plain GET: its URL and depth are the whole record, and the
+		// queue takes it in from the file (mem is for the queue in memory)
+		o.rec = encodePlain(raw, r.Depth)
+		return o, nil
+	}
 	data, err := r.Marshal() // reads the body: outside the lock
 	if err != nil {
 		return nil, fmt.Errorf("frontier: %w", err)
 	}
-	o := &op{kind: opAdd, scope: hook.ScopeKey(q.ctrl, req), mem: item{data: data, req: req}}
-	o.seen = seenKey(method, r.URL.String(), body)
+	o.mem = item{data: data, req: req}
 	if q.st != nil {
 		o.rec = encodeRecord(data)
-		if method == http.MethodGet && r.Body == nil && (r.Headers == nil || len(*r.Headers) == 0) && r.Host == "" && emptyCtx(r.Ctx) && r.Depth >= 0 && r.Depth <= maxDepth {
-			o.rec = encodePlain(r.URL.String(), r.Depth)
-		}
 	}
 	return o, nil
+}
+
+// webURL reports whether u is an absolute http or https URL, the only
+// kind the queue holds.
+func webURL(u *url.URL) bool {
+	return u != nil && u.Host != "" && (u.Scheme == "http" || u.Scheme == "https")
 }
 
 func emptyCtx(ctx *colly.Context) bool {

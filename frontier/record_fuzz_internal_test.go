@@ -29,7 +29,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if it.req == nil || it.req.URL == nil || it.req.URL.Host == "" || (it.req.URL.Scheme != "http" && it.req.URL.Scheme != "https") {
+		if it.req == nil || !webURL(it.req.URL) {
 			t.Fatalf("accepted %q as %+v", b, it.req)
 		}
 		r, err := (&colly.Collector{}).UnmarshalRequest(it.data)

@@ -20,11 +20,10 @@ import (
 
 // robotsCount counts the robots.txt requests in flight, and the most.
 type robotsCount struct {
-	next       http.RoundTripper
-	mu         sync.Mutex
-	now, most  int
-	pagesFirst int // pages sent while no robots.txt had been fetched yet
-	robots     int
+	next      http.RoundTripper
+	mu        sync.Mutex
+	now, most int
+	robots    int
 }
 
 func (r *robotsCount) RoundTrip(req *http.Request) (*http.Response, error) {

@@ -119,7 +119,7 @@ func parseItem(data []byte) (item, error) {
 		return item{}, fmt.Errorf("frontier: a record does not hold a request: %w", err)
 	}
 	u, err := url.Parse(sr.URL)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+	if err != nil || !webURL(u) {
 		return item{}, fmt.Errorf("frontier: a record holds %q, not an absolute http or https URL", sr.URL)
 	}
 	method := sr.Method

@@ -152,7 +152,9 @@ func run(mode string, work time.Duration, threads int) (time.Duration, error) {
 			}
 			last := ""
 			if len(p.Scopes) > 0 {
-				last = ", last " + hosts[p.Scopes[0].Scope].name
+				if h := hosts[p.Scopes[0].Scope]; h != nil {
+					last = ", last " + h.name
+				}
 			}
 			return fmt.Sprintf("queued %d, running %d, done %d, failed %d, %.1f/s, ETA %s%s", p.Queued, p.Running, p.Done, p.Failed, p.Rate, eta, last)
 		}
