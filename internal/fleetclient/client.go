@@ -309,7 +309,7 @@ func (c *Client) Before(ctx context.Context, scope string, l Local, paced bool) 
 		}
 		return Send{}, nil
 	}
-	wait, asker := c.queue(scope)
+	want, wait, asker := c.queue(scope)
 	counted := true // in the process's demand until it holds a lease
 	defer func() {
 		if counted {
@@ -332,7 +332,10 @@ func (c *Client) Before(ctx context.Context, scope string, l Local, paced bool) 
 			l.Alone()
 			return Send{}, ErrAgain
 		}
-		lease, ask, err := c.lease(ctx, scope, l, asker)
+		if waited || busy > 0 {
+			want = c.want(scope) // the demand now, after a wait
+		}
+		lease, ask, err := c.lease(ctx, scope, l, want, asker)
 		if err != nil {
 			return Send{}, err
 		}
@@ -359,10 +362,10 @@ func (c *Client) Before(ctx context.Context, scope string, l Local, paced bool) 
 // lease asks the store for a lease of scope, as the process's asker or
 // not. An error is ErrAgain (the store failed: the slot again, at this
 // process's share) or ctx's.
-func (c *Client) lease(ctx context.Context, scope string, l Local, asker bool) (fleet.Lease, Ask, error) {
+func (c *Client) lease(ctx context.Context, scope string, l Local, want int, asker bool) (fleet.Lease, Ask, error) {
 	ask := l.Ask(c.now())
 	id := c.process + "/" + strconv.FormatUint(c.seq.Add(1), 10)
-	req := fleet.LeaseRequest{Scope: scope, Process: c.process, ID: id, Rate: ask.Rate, Ceiling: ask.Ceiling, Limit: ask.Limit, Want: c.want(scope),
+	req := fleet.LeaseRequest{Scope: scope, Process: c.process, ID: id, Rate: ask.Rate, Ceiling: ask.Ceiling, Limit: ask.Limit, Want: want,
 		Version: ask.Version, Seed: ask.Seed, TTL: c.ttl}
 	cctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	lease, err := c.store.Lease(cctx, req)
@@ -409,25 +412,27 @@ func (c *Client) hold(ctx context.Context, scope string, l Local, lease fleet.Le
 	return Send{Lease: lease.ID, Full: lease.Full, PacedByFleet: byFleet, Scheduled: lease.Delay > 0, At: now}, nil
 }
 
-// queue counts a send in Before on scope (done uncounts it) and returns,
-// when another send asks for the process while the fleet is busy for it,
-// the channel to wait on behind it (nil: this send asks; asker: for the
-// process, the fleet being busy for it).
-func (c *Client) queue(scope string) (wait chan struct{}, asker bool) {
+// queue counts a send in Before on scope (done uncounts it) and returns
+// how many sends of this process want a lease there, this one included,
+// and, when another send asks for the process while the fleet is busy for
+// it, the channel to wait on behind it (nil: this send asks; asker: for
+// the process, the fleet being busy for it).
+func (c *Client) queue(scope string) (want int, wait chan struct{}, asker bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.pending[scope]++
+	want = c.pending[scope]
 	st := c.turns[scope]
 	if st == nil {
-		return nil, false
+		return want, nil, false
 	}
 	if st.asking {
 		wait = make(chan struct{})
 		st.waiters = append(st.waiters, wait)
-		return wait, false
+		return want, wait, false
 	}
 	st.asking = true
-	return nil, true
+	return want, nil, true
 }
 
 // want is how many sends of this process want a lease of scope now: its
