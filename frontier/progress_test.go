@@ -70,27 +70,10 @@ func progressETA(t *testing.T, crawl []struct {
 		assert.Equal(t, frontier.Unknown, p.ETA, "no rate yet")
 
 		start := time.Now()
-		var at20 time.Time
-		var p20 frontier.Progress
-		stop := make(chan struct{})
-		sampled := make(chan struct{})
-		go func() {
-			defer close(sampled)
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(100 * time.Millisecond):
-				}
-				if p := q.Progress(); at20.IsZero() && p.Done >= total/5 {
-					at20, p20 = time.Now(), p
-				}
-			}
-		}()
+		stop := sampleAt(q, total/5, nil)
 		require.NoError(t, q.Run(c))
 		took := time.Since(start)
-		close(stop)
-		<-sampled
+		at20, p20 := stop()
 		require.False(t, at20.IsZero())
 		predicted := at20.Sub(start) + p20.ETA
 		naive := time.Duration(float64(p20.Queued+p20.Running) / p20.Rate * float64(time.Second))
@@ -187,35 +170,18 @@ func TestFrontierProgressWholeCrawl(t *testing.T) {
 		}
 		total := len(hosts) * (pages + 1)
 		start := time.Now()
-		var at20 time.Time
-		var p20 frontier.Progress
-		stop := make(chan struct{})
-		sampled := make(chan struct{})
-		go func() {
-			defer close(sampled)
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(100 * time.Millisecond):
+		stop := sampleAt(q, total/5, func(p frontier.Progress) {
+			if d := time.Since(start); d%(10*time.Second) < 100*time.Millisecond && os.Getenv("FRONTIER_TRACE") != "" {
+				line := fmt.Sprintf("%5.0fs done %4d failed %d queued %4d running %2d", d.Seconds(), p.Done, p.Failed, p.Queued, p.Running)
+				for _, s := range p.Scopes {
+					line += fmt.Sprintf(" | %s q%d r%d d%d %.1f/s", s.Scope, s.Queued, s.Running, s.Done, s.Rate)
 				}
-				p := q.Progress()
-				if at20.IsZero() && p.Done >= total/5 {
-					at20, p20 = time.Now(), p
-				}
-				if d := time.Since(start); d%(10*time.Second) < 100*time.Millisecond && os.Getenv("FRONTIER_TRACE") != "" {
-					line := fmt.Sprintf("%5.0fs done %4d failed %d queued %4d running %2d", d.Seconds(), p.Done, p.Failed, p.Queued, p.Running)
-					for _, s := range p.Scopes {
-						line += fmt.Sprintf(" | %s q%d r%d d%d %.1f/s", s.Scope, s.Queued, s.Running, s.Done, s.Rate)
-					}
-					t.Log(line)
-				}
+				t.Log(line)
 			}
-		}()
+		})
 		require.NoError(t, q.Run(c))
 		took := time.Since(start)
-		close(stop)
-		<-sampled
+		at20, p20 := stop()
 		require.False(t, at20.IsZero())
 		predicted := at20.Sub(start) + p20.ETA
 		t.Logf("at %.1f s (%d done, %d queued, %.1f/s): ETA %.1f s, finish predicted at %.1f s, came at %.1f s",
@@ -232,4 +198,37 @@ func TestFrontierProgressWholeCrawl(t *testing.T) {
 		// the ETA counts what is known: the pages not yet found are not in it
 		assert.Less(t, predicted, took)
 	})
+}
+
+// sampleAt samples q's progress every 100 ms (each, if not nil, sees
+// every sample) until the func it returns is called, which returns when
+// the first sample with n or more done was taken, and that sample (the
+// zero time if none was).
+func sampleAt(q *frontier.Queue, n int, each func(frontier.Progress)) (stop func() (time.Time, frontier.Progress)) {
+	var at time.Time
+	var first frontier.Progress
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			p := q.Progress()
+			if at.IsZero() && p.Done >= n {
+				at, first = time.Now(), p
+			}
+			if each != nil {
+				each(p)
+			}
+		}
+	}()
+	return func() (time.Time, frontier.Progress) {
+		close(done)
+		<-sampled
+		return at, first
+	}
 }
