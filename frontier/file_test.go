@@ -125,6 +125,15 @@ func TestFrontierFileErrors(t *testing.T) {
 	raw, err := os.ReadFile(good)
 	require.NoError(t, err)
 
+	// either meta page damaged: bbolt keeps two, and the other is in force
+	for _, page := range []int{0, 1} {
+		meta := filepath.Join(dir, fmt.Sprintf("meta%d.db", page))
+		b := append([]byte{}, raw...)
+		b[page*os.Getpagesize()+16+20] ^= 0xff // inside the meta, under its checksum
+		require.NoError(t, os.WriteFile(meta, b, 0o600))
+		assert.NoError(t, open(meta), "meta page %d damaged", page)
+	}
+
 	garbage := filepath.Join(dir, "garbage.db")
 	require.NoError(t, os.WriteFile(garbage, []byte(strings.Repeat("not a queue\n", 2000)), 0o600))
 	assert.ErrorIs(t, open(garbage), frontier.ErrCorrupt)

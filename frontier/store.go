@@ -345,31 +345,24 @@ func precheck(path string) error {
 	if fi.Size() == 0 {
 		return nil // a new queue
 	}
+	// bbolt's two meta pages: page 0, and page 1 one page size further
+	// (page 0's, or bbolt's default when page 0 is damaged); the valid one
+	// with the later transaction is in force
 	const header, metaLen = 16, 64
-	var best *boltMeta
-	for i := range 2 {
+	meta := func(off int64) boltMeta {
 		var b [header + metaLen]byte
-		off := int64(0)
-		if i == 1 {
-			if best == nil {
-				break
-			}
-			off = int64(best.pageSize)
-		}
 		if _, err := f.ReadAt(b[:], off); err != nil {
-			continue
+			return boltMeta{}
 		}
-		m := parseMeta(b[header:])
-		if m.ok && (best == nil || m.txid > best.txid) {
-			best = &m
-		} else if i == 0 && !m.ok {
-			// page 0 is damaged: page 1's offset is bbolt's default page size
-			if _, err := f.ReadAt(b[:], int64(os.Getpagesize())); err == nil {
-				if m := parseMeta(b[header:]); m.ok {
-					best = &m
-				}
-			}
-		}
+		return parseMeta(b[header:])
+	}
+	var best *boltMeta
+	off := int64(os.Getpagesize())
+	if m0 := meta(0); m0.ok {
+		best, off = &m0, int64(m0.pageSize)
+	}
+	if m1 := meta(off); m1.ok && (best == nil || m1.txid > best.txid) {
+		best = &m1
 	}
 	if best == nil {
 		return fmt.Errorf("%w: %s is not a bbolt file, or both its meta pages are damaged", ErrCorrupt, path)
