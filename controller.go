@@ -254,6 +254,7 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 			continue
 		}
 		if c.fleet != nil {
+			s.deferred(p.t) // counted in the law's round it goes in
 			send, err := c.fleet.Before(ctx, cl.key, fleetScope{c, cl.key, s}, p.t.Paced)
 			if err != nil {
 				// the slot goes back; on ErrAgain (a pause the fleet
@@ -281,10 +282,11 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 			// the sends (and leases) waiting for their slots, here and
 			// elsewhere, are no concurrency at the server
 			p.t.InUse = (p.t.InUse || send.Full) && !send.Scheduled
-			p.t.Paced = p.t.Paced || send.PacedByFleet
-			if send.At != 0 {
-				p.t.Sent = send.At // sent now, not when the local slot was granted
+			at := send.At // sent now, not when the local slot was granted
+			if at == 0 {
+				at = c.now() // the store is down: the local view decided
 			}
+			s.went(&p.t, at, p.t.Paced || send.PacedByFleet)
 		}
 		// sent is when it goes out: after the fleet's slot, if any
 		c.waits.observe(p.t.Sent - start)

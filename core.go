@@ -372,9 +372,20 @@ func (c *core) adoptShared(now time.Duration, s law.Shared) law.Shared {
 	return c.law.Shared(now)
 }
 
-// pacedElsewhere tells the law that the fleet's schedule held a send back:
-// the rate was the bottleneck.
-func (c *core) pacedElsewhere() { c.law.PacedElsewhere() }
+// deferred tells the law that the send t stamps waits for the fleet
+// before it goes.
+func (c *core) deferred(t stamp) { c.law.Deferred(t.Stamp) }
+
+// went tells the law that the send t stamps goes at now (paced: a pacer,
+// this process's or the fleet's schedule, held it back), and stamps it
+// again as sent then, at the rate in force then (core.take).
+func (c *core) went(t *stamp, now time.Duration, paced bool) {
+	rate := c.pace.rate()
+	if c.pace.fleetKnown {
+		rate = c.pace.whole(c)
+	}
+	c.law.Went(&t.Stamp, now, rate, paced)
+}
 
 // fleetAccepted tells the law the fleet's accepted rate at now.
 func (c *core) fleetAccepted(now time.Duration, perSecond float64) {

@@ -130,12 +130,9 @@ func (f fleetScope) Alone() bool {
 }
 
 // Waited implements fleetclient.Local.
-func (f fleetScope) Waited(now time.Duration, pacedByFleet bool) bool {
+func (f fleetScope) Waited(now time.Duration) bool {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
-	if pacedByFleet {
-		f.s.core.pacedElsewhere()
-	}
 	return f.s.core.paused(now)
 }
 
@@ -189,7 +186,9 @@ func (s *scope) sharedChange(now time.Duration) ([]byte, uint64) {
 	// the limit's additive increases are each process's own (the store
 	// bounds what each may hold): only a decrease (a new concurrency
 	// epoch) is the fleet's business
+	// (the relative times age by themselves: no change)
 	cur.NextProbe, last.NextProbe = 0, 0
+	cur.SinceDecrease, last.SinceDecrease = 0, 0
 	cur.Limit, last.Limit = 0, 0
 	if cur == last {
 		return nil, sf.version
@@ -209,26 +208,30 @@ func (c *Controller) Close() error {
 	return nil
 }
 
-// The law's shared part travels as 61 bytes: a version byte, five
-// float64s, two uint32s, the phase and the next probe in nanoseconds.
-const sharedLen = 1 + 5*8 + 2*4 + 1 + 8
+// The law's shared part travels as 69 bytes: a version byte, five
+// float64s, two uint32s, the phase, the next probe and the last
+// decrease's age in nanoseconds.
+const sharedVersion = 2
+
+const sharedLen = 1 + 5*8 + 2*4 + 1 + 2*8
 
 func encodeShared(s law.Shared) []byte {
 	b := make([]byte, 0, sharedLen)
-	b = append(b, 1)
+	b = append(b, sharedVersion)
 	for _, f := range []float64{s.Rate, s.Estimate, s.Step, s.DownStep, s.Limit} {
 		b = binary.BigEndian.AppendUint64(b, math.Float64bits(f))
 	}
 	b = binary.BigEndian.AppendUint32(b, s.Epoch)
 	b = binary.BigEndian.AppendUint32(b, s.CEpoch)
 	b = append(b, byte(s.Phase))
-	return binary.BigEndian.AppendUint64(b, uint64(s.NextProbe))
+	b = binary.BigEndian.AppendUint64(b, uint64(s.NextProbe))
+	return binary.BigEndian.AppendUint64(b, uint64(s.SinceDecrease))
 }
 
 // decodeShared reads what encodeShared wrote; anything else (a store's
 // value is untrusted) is refused.
 func decodeShared(b []byte) (law.Shared, bool) {
-	if len(b) != sharedLen || b[0] != 1 {
+	if len(b) != sharedLen || b[0] != sharedVersion {
 		return law.Shared{}, false
 	}
 	var s law.Shared
@@ -243,5 +246,6 @@ func decodeShared(b []byte) (law.Shared, bool) {
 	s.CEpoch = binary.BigEndian.Uint32(b[45:])
 	s.Phase = law.Phase(b[49])
 	s.NextProbe = time.Duration(binary.BigEndian.Uint64(b[50:]))
+	s.SinceDecrease = time.Duration(binary.BigEndian.Uint64(b[58:]))
 	return s, true
 }

@@ -273,3 +273,19 @@ func (s *scope) retried() {
 func (s *scope) idle(now, ttl time.Duration) bool {
 	return len(s.queue) == 0 && now-s.lastUsed >= ttl && s.core.idle(now)
 }
+
+// deferred tells the law that the send t stamps waits for the fleet
+// before it goes (core.deferred).
+func (s *scope) deferred(t stamp) {
+	s.mu.Lock()
+	s.core.deferred(t)
+	s.mu.Unlock()
+}
+
+// went tells the law that the send t stamps, deferred, goes at now
+// (core.went).
+func (s *scope) went(t *stamp, now time.Duration, paced bool) {
+	s.mu.Lock()
+	s.core.went(t, now, paced)
+	s.mu.Unlock()
+}

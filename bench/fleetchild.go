@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -188,6 +189,16 @@ func crawlFleet(cfg childConfig, rep *childReport) error {
 	c := colly.NewCollector(colly.AllowURLRevisit(), colly.StdlibContext(ctx))
 	c.WithTransport(w)
 	pc := polite.Config{Store: store, Robots: new(cfg.Robots)}
+	if dir := os.Getenv("BENCH_DECISIONS"); dir != "" {
+		// every decision of this process's controller, for a look at one
+		// cell: BENCH_DECISIONS=dir go run ./bench -fleet 8 ...
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("proc-%d.log", cfg.Proc)))
+		if err != nil {
+			return fmt.Errorf("bench: fleet worker: %w", err)
+		}
+		defer f.Close()
+		pc.Logger = slog.New(slog.NewTextHandler(f, nil)).With("proc", cfg.Proc)
+	}
 	for h, rate := range cfg.Ceilings {
 		if _, ok := cfg.Hosts[h]; ok {
 			pc.Rules = append(pc.Rules, polite.Rule{Domain: h, Rate: rate})

@@ -59,10 +59,10 @@ type Local interface {
 	// store is unreachable). It reports whether the share was not in force
 	// before.
 	Alone() bool
-	// Waited is told at now that a send waited for the fleet's slot;
-	// pacedByFleet: the fleet's schedule held it back. It reports whether
-	// a pause is in force (one shared meanwhile voids the slot).
-	Waited(now time.Duration, pacedByFleet bool) (paused bool)
+	// Waited is told at now that a send waited for the fleet's slot. It
+	// reports whether a pause is in force (one shared meanwhile voids the
+	// slot).
+	Waited(now time.Duration) (paused bool)
 	// Settled takes what the store answered to After, and the law state
 	// the report sent (nil for none).
 	Settled(st fleet.Settlement, sent []byte)
@@ -402,7 +402,7 @@ func (c *Client) hold(ctx context.Context, scope string, l Local, lease fleet.Le
 	// (the Notifier told this scope's gate): wait for the pause instead
 	now := c.now()
 	byFleet := lease.Delay > 0 && lease.Paused == 0 && !paced // the fleet's schedule held it back
-	if l.Waited(now, byFleet) || (lease.Delay > 0 && c.down.Load()) {
+	if l.Waited(now) || (lease.Delay > 0 && c.down.Load()) {
 		// (a slot of a schedule whose store failed since is void too:
 		// this process is on its share now, and the slot is taken again
 		// at it)

@@ -35,7 +35,7 @@ func (l *local) Granted([]byte, uint64, int, float64, bool) {
 	l.mu.Unlock()
 }
 func (l *local) Random() float64                  { return 0.5 }
-func (l *local) Waited(time.Duration, bool) bool  { return false }
+func (l *local) Waited(time.Duration) bool        { return false }
 func (l *local) Settled(fleet.Settlement, []byte) {}
 func (l *local) Alone() bool {
 	l.mu.Lock()

@@ -107,6 +107,7 @@ type Stamp struct {
 	InFlight int32   // requests in flight when it was sent, itself included
 	InUse    bool    // the concurrency limit was in use when it was sent
 	Paced    bool    // a pacer held it back
+	Round    uint32  // the round it was counted in
 }
 
 // Verdict is what the law made of one answer.
@@ -188,6 +189,7 @@ type Law struct {
 	ring [ringSlots]uint16
 	// sends in this round, and those the pacer held back
 	roundSends, roundPaced uint16
+	roundSeq               uint32 // numbers the rounds
 
 	// the latency signal: successes' round trips, this round's mean, and
 	// the least round mean over minRTTSpan (in rttSlots parts)
@@ -324,15 +326,37 @@ func (l *Law) Sent(now time.Duration, rate float64, inflight int, inUse, paced b
 			l.roundPaced++
 		}
 	}
-	return Stamp{Sent: now, Rate: rate, Epoch: l.epoch, CEpoch: l.cepoch, InFlight: int32(inflight), InUse: inUse, Paced: paced}
+	return Stamp{Sent: now, Rate: rate, Epoch: l.epoch, CEpoch: l.cepoch, InFlight: int32(inflight), InUse: inUse, Paced: paced, Round: l.roundSeq}
 }
 
-// PacedElsewhere tells the law that the last send was held back by a pacer
-// outside it (a fleet's shared schedule): the rate was its bottleneck.
-func (l *Law) PacedElsewhere() {
-	if l.roundPaced < l.roundSends {
-		l.roundPaced++
+// Deferred: the send st stamps waits elsewhere before it goes (a fleet's
+// turn and its shared schedule, for as long as a round or more): it is not
+// counted in the round it was stamped in, but by Went in the round it goes
+// in. A round judged while its sends wait elsewhere would read them as
+// sends the rate did not hold back, and slow start would not double.
+func (l *Law) Deferred(st Stamp) {
+	if st.Round != l.roundSeq || l.roundSends == 0 {
+		return // its round has been judged already
 	}
+	l.roundSends--
+	if st.Paced && l.roundPaced > 0 {
+		l.roundPaced--
+	}
+}
+
+// Went: the send st stamps, deferred, goes now at rate; paced: a pacer
+// held it back (this process's, or the fleet's schedule: the rate was its
+// bottleneck). It is stamped again as sent now: its answer is judged
+// against the rate and the decreases in force when it went, not when it
+// began to wait.
+func (l *Law) Went(st *Stamp, now time.Duration, rate float64, paced bool) {
+	if l.roundSends < math.MaxUint16 {
+		l.roundSends++
+		if paced {
+			l.roundPaced++
+		}
+	}
+	st.Sent, st.Rate, st.Epoch, st.CEpoch, st.Paced, st.Round = now, rate, l.epoch, l.cepoch, paced, l.roundSeq
 }
 
 // RoundTrip folds the round trip of one answer (to its response headers)
@@ -654,6 +678,7 @@ func (l *Law) Resumed(now time.Duration) {
 func (l *Law) newRound(now time.Duration) {
 	l.roundStart, l.roundEpoch, l.roundBad = now, l.epoch, false
 	l.roundSends, l.roundPaced = 0, 0
+	l.roundSeq++
 }
 
 func (l *Law) roundLen() time.Duration { return max(time.Second, 2*l.srtt) }
@@ -942,12 +967,15 @@ func (l *Law) onOverload(cepoch uint32, inflight int) bool {
 // Shared is the part of a law a fleet of processes shares for one scope:
 // the rate the fleet sends at and its estimate, the probe step, the
 // concurrency limit, the phase, and the epochs that make a throttle count
-// once across the fleet. NextProbe is relative to when it was taken.
+// once across the fleet, and the last decrease's age (a throttle soon after
+// it, seen by any process, escalates the step down). NextProbe and
+// SinceDecrease are relative to when it was taken; SinceDecrease is 0 for
+// none.
 type Shared struct {
 	Rate, Estimate, Step, DownStep, Limit float64
 	Epoch, CEpoch                         uint32
 	Phase                                 Phase
-	NextProbe                             time.Duration
+	NextProbe, SinceDecrease              time.Duration
 }
 
 // Shared returns the law's shared part at now.
@@ -955,7 +983,17 @@ func (l *Law) Shared(now time.Duration) Shared {
 	return Shared{
 		Rate: l.rate, Estimate: l.est, Step: l.step, DownStep: l.downStep, Limit: l.limit,
 		Epoch: l.epoch, CEpoch: l.cepoch, Phase: l.ph, NextProbe: max(l.nextProbe-now, 0),
+		SinceDecrease: l.sinceDecrease(now),
 	}
+}
+
+// sinceDecrease is the age of the last decrease at now, at least 1 ns; 0
+// for none.
+func (l *Law) sinceDecrease(now time.Duration) time.Duration {
+	if l.lastDecr == 0 {
+		return 0
+	}
+	return max(now-l.lastDecr, 1)
 }
 
 // Adopt takes the fleet's shared state at now: what another process decided
@@ -988,6 +1026,10 @@ func (l *Law) Adopt(now time.Duration, s Shared) {
 	}
 	l.epoch, l.cepoch, l.ph = s.Epoch, s.CEpoch, s.Phase
 	l.nextProbe = now + min(max(s.NextProbe, 0), maxProbeGap)
+	if s.SinceDecrease > 0 && s.SinceDecrease < now {
+		// the fleet's last decrease, if it is newer than this law's own
+		l.lastDecr = max(l.lastDecr, now-s.SinceDecrease)
+	}
 	if moved {
 		// rounds judge one rate: a new one starts
 		l.probeRds = 0

@@ -779,3 +779,73 @@ func TestDropDuringSlowdownReturns(t *testing.T) {
 	})
 	assert.InDelta(t, est*(1-0.03), l.Estimate(), 0.01, "the estimate a step down would have left")
 }
+
+// A throttle soon after a decrease another process of the fleet made
+// escalates the step down, as it would have in that process: the last
+// decrease's age travels with the shared state. (Without it each process
+// stepped down by the margin again, and an estimate 17 % over a fixed
+// window took nine throttles instead of four.)
+func TestSharedDecreaseEscalates(t *testing.T) {
+	c := cfg
+	var a, b law.Law
+	a.Init(&c, 0)
+	b.Init(&c, 0)
+	ta := a.Sent(0, 20, 4, false, true)
+	require.Equal(t, law.SlowStartEnd, a.Observe(10*ms, ta, law.Throttled).Cut)
+	b.Adopt(20*ms, a.Shared(20*ms))
+	// a steps down again, far from its slow start's end
+	ta = a.Sent(10*sec, a.Rate(), 4, false, false)
+	require.Equal(t, law.StepDown, a.Observe(10*sec+10*ms, ta, law.Throttled).Cut)
+	est := a.Estimate()
+	sh := a.Shared(10*sec + 500*ms)
+	assert.Equal(t, 490*ms, sh.SinceDecrease)
+	b.Adopt(11*sec, sh)
+	// b is throttled 1.5 s after a's decrease: the step was not enough
+	tb := b.Sent(11*sec, b.Rate(), 4, false, false)
+	require.Equal(t, law.StepDown, b.Observe(11*sec+500*ms, tb, law.Throttled).Cut)
+	assert.InDelta(t, est*(1-2*0.03), b.Estimate(), 1e-9, "escalated as in the process that decreased")
+
+	// a store's nonsense ages are ignored: a negative one, one older than
+	// the law
+	var d law.Law
+	d.Init(&c, 0)
+	for _, age := range []time.Duration{-sec, 100 * sec} {
+		sh.SinceDecrease = age
+		d.Adopt(12*sec, sh)
+		assert.Zero(t, d.Shared(12*sec).SinceDecrease, "age %v", age)
+	}
+}
+
+// A send that waits elsewhere (a fleet's turn) is counted in the round it
+// goes in, not the one its stamp was taken in: slow start doubles after a
+// round whose sends the fleet's schedule held back, however long they
+// waited.
+func TestDeferredSendCountsWhenItGoes(t *testing.T) {
+	c := cfg
+	var l law.Law
+	l.Init(&c, 0)
+	// round 1: four sends stamped, all waiting for the fleet
+	var st []law.Stamp
+	for i := range 4 {
+		s := l.Sent(time.Duration(i)*10*ms, 2, 1, false, false)
+		l.Deferred(s)
+		st = append(st, s)
+	}
+	// an answer at 1.1 s to a send of before closes round 1: its sends
+	// were not counted in it, and a round with no send is no proof of the
+	// rate
+	t0 := l.Sent(50*ms, 2, 1, false, false)
+	l.Observe(1100*ms, t0, law.Success)
+	assert.Equal(t, 2.0, l.Rate())
+	// they go in round 2, held by the fleet's schedule
+	for i := range st {
+		l.Went(&st[i], 1200*ms+time.Duration(i)*100*ms, 2, true)
+		assert.Equal(t, 1200*ms+time.Duration(i)*100*ms, st[i].Sent, "stamped again as sent then")
+	}
+	// round 2 ends at 2.1 s: its four sends were paced, the rate is the
+	// bottleneck, slow start doubles
+	for i := range st {
+		l.Observe(2300*ms+time.Duration(i)*ms, st[i], law.Success)
+	}
+	assert.Equal(t, 4.0, l.Rate())
+}
