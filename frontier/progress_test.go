@@ -170,7 +170,13 @@ func TestFrontierProgressWholeCrawl(t *testing.T) {
 		}
 		total := len(hosts) * (pages + 1)
 		start := time.Now()
+		type guess struct{ at, finish time.Duration }
+		var guesses []guess // every sample's predicted finish
 		stop := sampleAt(q, total/5, func(p frontier.Progress) {
+			if p.ETA >= 0 {
+				d := time.Since(start)
+				guesses = append(guesses, guess{d, d + p.ETA})
+			}
 			if d := time.Since(start); d%(10*time.Second) < 100*time.Millisecond && os.Getenv("FRONTIER_TRACE") != "" {
 				line := fmt.Sprintf("%5.0fs done %4d failed %d queued %4d running %2d", d.Seconds(), p.Done, p.Failed, p.Queued, p.Running)
 				for _, s := range p.Scopes {
@@ -186,6 +192,22 @@ func TestFrontierProgressWholeCrawl(t *testing.T) {
 		predicted := at20.Sub(start) + p20.ETA
 		t.Logf("at %.1f s (%d done, %d queued, %.1f/s): ETA %.1f s, finish predicted at %.1f s, came at %.1f s",
 			at20.Sub(start).Seconds(), p20.Done, p20.Queued, p20.Rate, p20.ETA.Seconds(), predicted.Seconds(), took.Seconds())
+		// by time rather than by pages: what the ETA said at 20 % of the
+		// crawl's duration, and from when on it stayed within 20 %
+		var at20t guess
+		settled := time.Duration(-1)
+		for _, g := range guesses {
+			if g.at <= took/5 {
+				at20t = g
+			}
+			if off := float64(g.finish-took) / float64(took); off < -0.2 || off > 0.2 {
+				settled = -1
+			} else if settled < 0 {
+				settled = g.at
+			}
+		}
+		t.Logf("at %.1f s (20 %% of the time): finish predicted at %.1f s; within 20 %% of the finish from %.1f s on (%.0f %% of the time)",
+			at20t.at.Seconds(), at20t.finish.Seconds(), settled.Seconds(), 100*settled.Seconds()/took.Seconds())
 		for _, s := range p20.Scopes {
 			t.Logf("  %-8s queued %3d running %d done %3d rate %5.1f/s ETA %5.1f s", s.Scope, s.Queued, s.Running, s.Done, s.Rate, s.ETA.Seconds())
 		}
@@ -195,8 +217,11 @@ func TestFrontierProgressWholeCrawl(t *testing.T) {
 		// a.test's own work is 301 pages at 5/s, 60.2 s: a link found again
 		// (each page is linked from five) costs no send slot of its scope
 		assert.Less(t, took, 75*time.Second)
-		// the ETA counts what is known: the pages not yet found are not in it
+		// the ETA counts what is known: the pages not yet found are not in
+		// it, and at 20 % of the pages most of a.test's are not found yet;
+		// by 20 % of the time they are (a page links to five others)
 		assert.Less(t, predicted, took)
+		assert.InDelta(t, took.Seconds(), at20t.finish.Seconds(), 0.2*took.Seconds(), "the ETA at 20 %% of the time")
 	})
 }
 
