@@ -168,22 +168,15 @@ type item struct {
 	key [16]byte // with a file: its scope's id and its seq
 }
 
-// request is the item's method, URL and headers, for the controller.
-func (it item) request() (*http.Request, error) {
+// decoded is the item with its request and payload: a window's item of a
+// file is decoded from its record (its key kept), another is itself.
+func (it item) decoded() (item, error) {
 	if it.req != nil {
-		return it.req, nil
+		return it, nil
 	}
 	d, err := decodeRecord(it.rec)
-	return d.req, err
-}
-
-// payload is the item as Colly marshals it.
-func (it item) payload() ([]byte, error) {
-	if it.data != nil {
-		return it.data, nil
-	}
-	d, err := decodeRecord(it.rec)
-	return d.data, err
+	d.key = it.key
+	return d, err
 }
 
 // New makes a queue whose requests go through ctrl (the controller the
@@ -219,7 +212,7 @@ func New(ctrl *polite.Controller, cfg Config) (*Queue, error) {
 		if err != nil {
 			return nil, err
 		}
-		st.apply = q.applied
+		st.apply, st.fail = q.applied, q.broken
 		q.st, q.size, q.requeued = st, l.size, l.requeued
 		for _, s := range l.scopes {
 			if len(s.items) > 0 {
@@ -232,8 +225,10 @@ func New(ctrl *polite.Controller, cfg Config) (*Queue, error) {
 }
 
 // Requeued is how many requests of the queue's file were in flight when
-// it was last left without Close (a crash, a kill): they are queued again
-// at their scopes' heads, and each may have been sent once already.
+// it was last left without Close (a crash, a kill): handed to a thread,
+// or done with their done mark not yet committed (at most twice Threads).
+// They are queued again at their scopes' heads, and each may have been
+// sent once already.
 func (q *Queue) Requeued() int { return q.requeued }
 
 // Close releases the queue's file, after Run has returned. A queue in
@@ -671,9 +666,7 @@ func (q *Queue) Run(c *colly.Collector) error {
 						continue
 					}
 				}
-				if data, err := j.it.payload(); err != nil {
-					q.broken(fmt.Errorf("%w: %v", ErrCorrupt, err))
-				} else if r, err := c.UnmarshalRequest(data); err == nil {
+				if r, err := c.UnmarshalRequest(j.it.data); err == nil {
 					if async {
 						j.failed = q.doAsync(r)
 					} else {
@@ -682,9 +675,10 @@ func (q *Queue) Run(c *colly.Collector) error {
 				}
 				j.res.Cancel() // unused: a cache hit, a filter, an abort
 				if q.st != nil {
-					if err := q.st.do(&op{kind: opDone, key: j.it.key}); err != nil {
-						q.broken(err)
-					}
+					// not waited for: it rides in the next commit. Until
+					// then the request is in flight in the file, and a
+					// crash queues it again (counted: Requeued)
+					q.st.post(&op{kind: opDone, key: j.it.key})
 				}
 				done <- j
 			}
@@ -759,6 +753,9 @@ func (q *Queue) Run(c *colly.Collector) error {
 	if async {
 		c.Wait()
 	}
+	if q.st != nil {
+		q.st.flush() // what Run did is in the file when it returns
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.err
@@ -772,11 +769,12 @@ func (q *Queue) readAhead(ahead *colly.Collector, wg *sync.WaitGroup) {
 		s := q.robotsWant[0]
 		q.robotsWant[0] = nil
 		q.robotsWant = q.robotsWant[1:]
-		req, err := s.items[0].request()
+		it, err := s.items[0].decoded()
 		if err != nil {
 			q.robotsDone(s)
 			continue
 		}
+		req := it.req
 		q.robotsBusy++
 		u := *req.URL
 		u.Path, u.RawPath, u.RawQuery, u.Fragment = "/robots.txt", "", "", ""
@@ -800,18 +798,23 @@ func (q *Queue) robotsDone(s *sub) {
 
 // readWindows reads the next requests of scopes whose window emptied.
 func (q *Queue) readWindows(refills []refill) {
-	for _, r := range refills {
-		got, err := q.st.read(r.id, r.after, window)
-		if err != nil {
-			q.broken(err)
+	if len(refills) == 0 {
+		return
+	}
+	got, err := q.st.read(refills, window)
+	if err != nil {
+		q.broken(err)
+	}
+	q.mu.Lock()
+	for i, r := range refills {
+		var its []item
+		if got != nil {
+			its = got[i]
 		}
-		q.mu.Lock()
-		q.refilled(r.s, got)
-		q.mu.Unlock()
+		q.refilled(r.s, its)
 	}
-	if len(refills) > 0 {
-		q.nudge()
-	}
+	q.mu.Unlock()
+	q.nudge()
 }
 
 // asyncQuiet is how long an Async crawl with no thread free (or nothing
@@ -874,22 +877,22 @@ func (q *Queue) next(now time.Time) (job, time.Time, bool) {
 		if s.at.After(now) {
 			return job{}, s.at, false
 		}
-		req, err := s.items[0].request()
-		if err != nil { // checked when it was read: memory, not the file, went wrong
+		it, err := s.items[0].decoded()
+		if err != nil { // its checksum held when it was read: a bad record, or memory went wrong
 			q.err, q.stopped = fmt.Errorf("%w: %v", ErrCorrupt, err), true
 			return job{}, time.Time{}, false
 		}
-		cl, w, err := hook.Reserve(q.ctrl, req)
+		cl, w, err := hook.Reserve(q.ctrl, it.req)
 		switch {
 		case cl.Held() || err != nil: // a refusal fails at once in Colly's hands, OnError says why
 			s.aheadOf = false
-			return q.handOut(s, cl, false, now), time.Time{}, true
+			return q.handOut(s, it, cl, false, now), time.Time{}, true
 		case w.Probe && q.robotsAhead > 0 && !s.aheadOf: // read it ahead, holding no thread
 			s.robots = true
 			heap.Remove(&q.due, s.idx)
 			q.robotsWant = append(q.robotsWant, s)
 		case w.Probe: // not read ahead (off, or it did not take): the request reads it
-			return q.handOut(s, cl, true, now), time.Time{}, true
+			return q.handOut(s, it, cl, true, now), time.Time{}, true
 		case !w.Until.IsZero():
 			s.at = w.Until
 			heap.Fix(&q.due, s.idx)
@@ -904,11 +907,11 @@ func (q *Queue) next(now time.Time) (job, time.Time, bool) {
 	return job{}, time.Time{}, false
 }
 
-// handOut takes the head of s for a thread. Called with mu held.
-func (q *Queue) handOut(s *sub, cl hook.Reservation, probe bool, now time.Time) job {
+// handOut takes the head of s for a thread, it decoded. Called with mu
+// held.
+func (q *Queue) handOut(s *sub, it item, cl hook.Reservation, probe bool, now time.Time) job {
 	s.meter.begin(now)
 	q.meter.begin(now)
-	it := s.items[0]
 	s.items[0] = item{}
 	s.items = s.items[1:]
 	if len(s.items) == 0 {

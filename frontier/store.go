@@ -89,15 +89,24 @@ type serialized struct {
 	Headers http.Header
 }
 
+// checkRecord checks a record's format and checksum, what a read of the
+// file checks before the record is decoded (at its turn, decodeRecord).
+func checkRecord(b []byte) error {
+	if len(b) < 5 || (b[0] != recordColly && b[0] != recordPlain) {
+		return errors.New("frontier: a record of an unknown format")
+	}
+	if crc32.ChecksumIEEE(b[5:]) != binary.BigEndian.Uint32(b[1:5]) {
+		return errors.New("frontier: a record fails its checksum")
+	}
+	return nil
+}
+
 // decodeRecord reads a record from the file: untrusted bytes.
 func decodeRecord(b []byte) (item, error) {
-	if len(b) < 5 || (b[0] != recordColly && b[0] != recordPlain) {
-		return item{}, errors.New("frontier: a record of an unknown format")
+	if err := checkRecord(b); err != nil {
+		return item{}, err
 	}
 	data := b[5:]
-	if crc32.ChecksumIEEE(data) != binary.BigEndian.Uint32(b[1:5]) {
-		return item{}, errors.New("frontier: a record fails its checksum")
-	}
 	if b[0] == recordColly {
 		return parseItem(bytes.Clone(data))
 	}
@@ -105,11 +114,18 @@ func decodeRecord(b []byte) (item, error) {
 	if n <= 0 || depth > maxDepth {
 		return item{}, errors.New("frontier: a record with a bad depth")
 	}
-	j, err := json.Marshal(plain{URL: string(data[n:]), Method: http.MethodGet, Depth: int(depth)})
+	// a plain GET: its request made straight from the URL, and what Colly
+	// reads marshalled for it
+	raw := string(data[n:])
+	u, err := url.Parse(raw)
+	if err != nil || !webURL(u) {
+		return item{}, fmt.Errorf("frontier: a record holds %q, not an absolute http or https URL", raw)
+	}
+	j, err := json.Marshal(plain{URL: raw, Method: http.MethodGet, Depth: int(depth)})
 	if err != nil {
 		return item{}, fmt.Errorf("frontier: %w", err)
 	}
-	return parseItem(j)
+	return item{data: j, req: &http.Request{Method: http.MethodGet, URL: u, Host: u.Host, Header: http.Header{}}}, nil
 }
 
 // parseItem makes an item of Colly's marshalled request.
@@ -178,15 +194,18 @@ type op struct {
 // store is a queue's file. Commits are grouped: a caller whose ops find no
 // commit running writes them, and those that arrive meanwhile, in one
 // transaction each round; the others wait for the round that holds
-// theirs. Safe for concurrent use.
+// theirs. An op posted (post) waits for no round: it rides in the next
+// one. Safe for concurrent use.
 type store struct {
 	db    *bbolt.DB
 	path  string
-	apply func([]*op) // the queue's view of a committed round, in order
+	apply func([]*op)  // the queue's view of a committed round, in order
+	fail  func(error) // told of a posted op that failed
 
-	mu   sync.Mutex // a leaf
-	pend []*op      // guarded by mu
-	busy bool       // guarded by mu: a caller is committing
+	mu      sync.Mutex // a leaf
+	pend    []*op      // guarded by mu
+	busy    bool       // guarded by mu: a caller is committing
+	drained *sync.Cond // on mu: broadcast when busy ends
 }
 
 // do writes ops to the file and returns once they are committed.
@@ -204,6 +223,31 @@ func (st *store) do(ops ...*op) error {
 		return ops[0].err
 	}
 	st.busy = true
+	st.drain()
+	st.mu.Unlock()
+	return ops[0].err
+}
+
+// post writes o to the file without waiting for it: with the next round,
+// or in one of its own begun in the background if none is running. A
+// failure goes to fail.
+func (st *store) post(o *op) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.pend = append(st.pend, o)
+	if !st.busy {
+		st.busy = true
+		go func() {
+			st.mu.Lock()
+			st.drain()
+			st.mu.Unlock()
+		}()
+	}
+}
+
+// drain commits rounds until nothing is pending. Called with mu held and
+// busy set by the caller; returns with mu held and busy clear.
+func (st *store) drain() {
 	for len(st.pend) > 0 {
 		round := st.pend
 		st.pend = nil
@@ -211,13 +255,32 @@ func (st *store) do(ops ...*op) error {
 		st.commit(round)
 		st.apply(round)
 		for _, o := range round {
-			close(o.done)
+			if o.done != nil {
+				close(o.done)
+			} else if o.err != nil && st.fail != nil {
+				st.fail(o.err)
+			}
 		}
 		st.mu.Lock()
 	}
 	st.busy = false
-	st.mu.Unlock()
-	return ops[0].err
+	if st.drained != nil {
+		st.drained.Broadcast()
+	}
+}
+
+// flush returns once every op posted before it is committed.
+func (st *store) flush() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for st.busy || len(st.pend) > 0 {
+		if !st.busy {
+			st.busy = true
+			st.drain()
+			continue
+		}
+		st.drained.Wait()
+	}
 }
 
 // commit writes a round in one transaction; an error fails each op.
@@ -311,6 +374,7 @@ func openStore(path string, noSync bool) (st *store, l loaded, err error) {
 		return nil, l, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
 	}
 	st = &store{db: db, path: path}
+	st.drained = sync.NewCond(&st.mu)
 	defer func() {
 		if r := recover(); r != nil { // bbolt panics on a damaged page
 			err = fmt.Errorf("%w: %s: %v", ErrCorrupt, path, r)
@@ -492,30 +556,40 @@ func load(db *bbolt.DB, path string) (loaded, error) {
 	return l, err
 }
 
-// read returns up to n requests of scope id after seq, in order.
-func (st *store) read(id, after uint64, n int) (out []item, err error) {
+// read returns, for each refill, up to n of its scope's requests after its
+// seq, in order: one read transaction for them all.
+func (st *store) read(refills []refill, n int) (out [][]item, err error) {
 	defer func() {
 		if r := recover(); r != nil { // bbolt panics on a page damaged since the file was opened
 			out, err = nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, st.path, r)
 		}
 	}()
+	out = make([][]item, len(refills))
 	err = st.db.View(func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucketItems).Cursor()
-		from := itemKey(id, after+1)
-		for k, v := c.Seek(from[:]); k != nil && len(out) < n; k, v = c.Next() {
-			if len(k) != 16 || binary.BigEndian.Uint64(k[:8]) != id {
-				break
+		for i, r := range refills {
+			from := itemKey(r.id, r.after+1)
+			for k, v := c.Seek(from[:]); k != nil && len(out[i]) < n; k, v = c.Next() {
+				if len(k) != 16 || binary.BigEndian.Uint64(k[:8]) != r.id {
+					break
+				}
+				if err := checkRecord(v); err != nil {
+					return fmt.Errorf("%w: %s: %v", ErrCorrupt, st.path, err)
+				}
+				it := item{rec: bytes.Clone(v)}
+				copy(it.key[:], k)
+				out[i] = append(out[i], it)
 			}
-			if _, err := decodeRecord(v); err != nil {
-				return fmt.Errorf("%w: %s: %v", ErrCorrupt, st.path, err)
-			}
-			it := item{rec: bytes.Clone(v)}
-			copy(it.key[:], k)
-			out = append(out, it)
 		}
 		return nil
 	})
+	if err != nil {
+		out = nil
+	}
 	return out, err
 }
 
-func (st *store) close() error { return st.db.Close() }
+func (st *store) close() error {
+	st.flush()
+	return st.db.Close()
+}
