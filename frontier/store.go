@@ -199,7 +199,7 @@ type op struct {
 type store struct {
 	db    *bbolt.DB
 	path  string
-	apply func([]*op)  // the queue's view of a committed round, in order
+	apply func([]*op) // the queue's view of a committed round, in order
 	fail  func(error) // told of a posted op that failed
 
 	mu      sync.Mutex // a leaf
