@@ -112,9 +112,11 @@ func (c *core) unpark(now time.Duration) {
 	c.pace.b.Resume(now)
 }
 
-// untake gives back a send granted but not made.
+// untake gives back a send granted but not made: its slot in flight, and
+// its slot in the schedule (the next send may take it).
 func (c *core) untake(t stamp) {
 	c.inflight--
+	c.pace.b.Untake()
 	if t.probe {
 		c.gate.probeOut = false
 	}

@@ -69,6 +69,45 @@ func TestFleetIsOneClient(t *testing.T) {
 	assert.LessOrEqual(t, float64(shared.ByStatus[429]), 0.02*float64(shared.Requests))
 }
 
+// While the store is down, four processes on their shares of a fleet
+// ceiling of 10/s send no more than 10 in any second together: each paces
+// a whole number of sends a second (2, not 2.5, which no one spaces
+// against the others' and sent 3 in some seconds: 12 in one). Seconds
+// from 2 s after the store failed to its end. Before: at most 11-12 in a
+// second, 8/s on average (each send whose store call failed lost its
+// slot in the schedule); after: at most 8, 8/s.
+func TestFleetStoreDownKeepsEverySecond(t *testing.T) {
+	store := &failingStore{}
+	p := testserver.Policy{Latency: testserver.Latency{Base: 50 * time.Millisecond}}
+	var st testserver.Stats
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(p))
+		var wg sync.WaitGroup
+		for i := range 4 {
+			ctrl, err := polite.New(polite.Config{Robots: new(false), JitterSeed: uint64(i + 1), Store: store, Default: polite.Rule{Rate: 10}})
+			require.NoError(t, err)
+			t.Cleanup(func() { assertIdle(t, ctrl); _ = ctrl.Close() })
+			c := newCollectorWith(t, srv, ctrl)
+			wg.Go(func() { crawl(t, c, 6, 40*time.Second, srv.HostURL("a.test")) })
+		}
+		time.AfterFunc(10*time.Second, func() { store.broken.Store(true) })
+		time.AfterFunc(30*time.Second, func() { store.broken.Store(false) })
+		wg.Wait()
+		st = srv.Stats("a.test")
+	})
+	most, sum := 0, 0
+	for from := 12 * time.Second; from < 30*time.Second; from += 100 * time.Millisecond {
+		n := window(st, from, from+time.Second)
+		most = max(most, n)
+		if from%time.Second == 0 {
+			sum += n
+		}
+	}
+	t.Logf("store down: at most %d in any second (sliding by 100 ms), %.2f/s on average", most, float64(sum)/18)
+	assert.LessOrEqual(t, most, 10)
+	assert.GreaterOrEqual(t, sum, 18*8, "and each at its 2/s: a send whose store call failed gives its slot back")
+}
+
 // Eight processes of six workers each find the capacity as one does: slow
 // start doubles each round although every send waits for its turn in the
 // fleet (longer than a round, with eight processes), and is judged against

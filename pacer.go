@@ -1,6 +1,7 @@
 package polite
 
 import (
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -62,12 +63,20 @@ func (p *pacer) sync(now time.Duration, c *core) bool {
 		why = ceilNone
 	}
 	p.why = why
+	alone := p.share > 0 && p.share < 1
+	if alone && r >= 1 {
+		// a whole number of sends a second: a strict schedule then sends
+		// at most r in any second, and the processes of a fleet on their
+		// shares, which no one spaces against each other, at most the
+		// fleet's rate together (2.5/s each for four would be 3 in some
+		// seconds, 12 against 10)
+		r = math.Floor(r)
+	}
 	// a Crawl-delay or a MinGap asks for a minimum gap: no credit for
 	// late timers; nor is there any for a process on its share of a
 	// fleet whose store is away, whose schedule is one of several that
 	// no one spaces against the others: a send it catches up on adds to
 	// theirs
-	alone := p.share > 0 && p.share < 1
 	p.b.SetStrict(p.robots > 0 && r >= p.robots || c.rule.gapRate > 0 || alone)
 	if r == p.b.Rate() {
 		return false

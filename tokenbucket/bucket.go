@@ -106,6 +106,17 @@ func (b *Bucket) Take(now time.Duration) bool {
 	return true
 }
 
+// Untake gives back a send Take recorded that was not made (its request
+// never left): the next send may go one interval earlier. What Take
+// allows stays bounded as before: at most the credit before the
+// schedule, never a burst of sends given back.
+func (b *Bucket) Untake() {
+	if !b.sent || !(b.rate > 0) {
+		return
+	}
+	b.tat = max(b.tat-interval(b.rate), b.last-interval(b.rate))
+}
+
 // Drain stops the schedule for a pause that ends at until: the first send
 // goes at until (one interval after the drain ends), the next ones an
 // interval apart, with no burst of saved sends. Should the rate change

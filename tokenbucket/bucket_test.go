@@ -153,3 +153,24 @@ func TestBucketHoldsTheRate(t *testing.T) {
 	}
 	assert.InDelta(t, 3000, n, 1, "sends in 100 s at 30/s")
 }
+
+// A send given back lets the next go in its slot, and no earlier: giving
+// back every send restores no burst.
+func TestUntake(t *testing.T) {
+	var b tokenbucket.Bucket
+	b.SetRate(10)
+	b.SetStrict(true)
+	assert.True(t, b.Take(0))
+	assert.True(t, b.Take(100*time.Millisecond))
+	assert.Equal(t, 200*time.Millisecond, b.Next())
+	b.Untake() // the send at 100 ms never left
+	assert.Equal(t, 100*time.Millisecond, b.Next(), "its slot is free again")
+	b.Untake()
+	b.Untake()
+	assert.Equal(t, 0*time.Millisecond, b.Next(), "at most back to the last send's own slot")
+	assert.True(t, b.Take(150*time.Millisecond))
+	assert.False(t, b.Take(150*time.Millisecond), "one send, not the three given back")
+	var closed tokenbucket.Bucket
+	closed.Untake() // nothing taken, nothing to give back
+	assert.False(t, closed.Take(0))
+}
