@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/colly-polite/polite/fleet"
+	"github.com/colly-polite/polite/internal/redistest"
 	"github.com/colly-polite/polite/redisstore"
 )
 
@@ -22,8 +23,8 @@ import (
 //
 //	go test ./redisstore -run '^$' -bench . -benchtime 20000x
 func BenchmarkAcquireRelease(b *testing.B) {
-	srv := startServer(b)
-	s := redisstore.New(srv.client(b), redisstore.Options{Prefix: "bench"})
+	srv := redistest.Start(b)
+	s := redisstore.New(srv.Client(b), redisstore.Options{Prefix: "bench"})
 	ctx := context.Background()
 	send := func(proc string) {
 		g, err := s.Lease(ctx, fleet.LeaseRequest{Scope: "a.test", Process: proc, Rate: 1e6, Limit: 1 << 20, TTL: time.Minute})
@@ -36,7 +37,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		}
 	}
 	b.Run("ping", func(b *testing.B) { // the round trip alone, for scale
-		c := srv.client(b)
+		c := srv.Client(b)
 		for b.Loop() {
 			if err := c.Ping(ctx).Err(); err != nil {
 				b.Fatal(err)
@@ -68,7 +69,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 //
 //	go test ./redisstore -run '^$' -bench StoreDown -benchtime 5x
 func BenchmarkStoreDown(b *testing.B) {
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(b))
+	addr := "127.0.0.1:" + strconv.Itoa(redistest.FreePort(b))
 	for _, bc := range []struct {
 		name string
 		o    redis.Options

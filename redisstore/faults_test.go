@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/colly-polite/polite"
+	"github.com/colly-polite/polite/internal/redistest"
 	"github.com/colly-polite/polite/redisstore"
 	"github.com/colly-polite/polite/testserver"
 )
@@ -122,12 +123,12 @@ func (p *proxy) down(s, c net.Conn) {
 func TestFleetStoreFaultEnds(t *testing.T) {
 	for _, mode := range []int32{garbage, slow} {
 		t.Run(map[int32]string{garbage: "garbage", slow: "slow"}[mode], func(t *testing.T) {
-			rs := startServer(t)
-			px := startProxy(t, rs.addr(), 1500*time.Millisecond)
+			rs := redistest.Start(t)
+			px := startProxy(t, rs.Addr(), 1500*time.Millisecond)
 			site := testserver.NewTest(t, testserver.Config{Network: testserver.Loopback, Hosts: map[string]testserver.Policy{
 				"a.test": {Latency: testserver.Latency{Base: 20 * time.Millisecond}},
 			}})
-			store := redisstore.New(newClient(t, px.addr()), redisstore.Options{})
+			store := redisstore.New(redistest.NewClient(t, px.addr()), redisstore.Options{})
 			var ctrls []*polite.Controller
 			for i := range 2 {
 				ctrl, err := polite.New(polite.Config{Robots: new(false), JitterSeed: uint64(i + 1), Store: store,

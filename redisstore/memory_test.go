@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/colly-polite/polite/fleet"
+	"github.com/colly-polite/polite/internal/redistest"
 	"github.com/colly-polite/polite/redisstore"
 )
 
@@ -29,8 +30,8 @@ import (
 //
 //	go test ./redisstore -run TestMemoryPerScope -v
 func TestMemoryPerScope(t *testing.T) {
-	srv := startServer(t)
-	rdb := srv.client(t)
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
 	s := redisstore.New(rdb, redisstore.Options{})
 	name := func(n int) string { return strings.Repeat("x", n-len(".test")) + ".test" }
 

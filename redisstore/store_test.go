@@ -20,6 +20,7 @@ import (
 
 	"github.com/colly-polite/polite/fleet"
 	"github.com/colly-polite/polite/fleet/storetest"
+	"github.com/colly-polite/polite/internal/redistest"
 	"github.com/colly-polite/polite/internal/syncbuf"
 	"github.com/colly-polite/polite/redisstore"
 	"github.com/colly-polite/polite/testserver"
@@ -29,8 +30,8 @@ import (
 // real time (a few seconds: leases and pauses expire on the server's
 // clock).
 func TestConformance(t *testing.T) {
-	srv := startServer(t)
-	rdb := srv.client(t)
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T) fleet.Store {
 			return redisstore.New(rdb, redisstore.Options{Prefix: "test:" + t.Name()})
@@ -84,23 +85,23 @@ func acquire(t *testing.T, s *redisstore.Store, scope string) (fleet.Lease, erro
 // controller's bound on a call, and the store works again when the server
 // does. Nothing panics, nothing hangs.
 func TestServerFaults(t *testing.T) {
-	srv := startServer(t, "--enable-debug-command", "yes")
-	s := redisstore.New(srv.client(t), redisstore.Options{})
+	srv := redistest.Start(t, "--enable-debug-command", "yes")
+	s := redisstore.New(srv.Client(t), redisstore.Options{})
 
 	t.Run("restart", func(t *testing.T) {
 		before, err := acquire(t, s, "r")
 		require.NoError(t, err)
 		require.NotZero(t, before.Version)
-		srv.stop()
+		srv.Stop()
 		_, err = acquire(t, s, "r")
 		assert.Error(t, err, "down")
-		srv.start()
+		srv.Restart()
 		g, err := acquire(t, s, "r")
 		require.NoError(t, err, "back")
 		assert.Greater(t, g.Version, before.Version, "a server restarted empty is seeded again by its clients, at a new epoch")
 	})
 	t.Run("slow", func(t *testing.T) {
-		go func() { _ = srv.do("DEBUG", "SLEEP", "2") }()
+		go func() { _ = srv.Do("DEBUG", "SLEEP", "2") }()
 		time.Sleep(100 * time.Millisecond)
 		t0 := time.Now()
 		_, err := acquire(t, s, "r")
@@ -111,15 +112,15 @@ func TestServerFaults(t *testing.T) {
 		assert.NoError(t, err)
 	})
 	t.Run("script flush", func(t *testing.T) {
-		require.NoError(t, srv.do("SCRIPT", "FLUSH"))
+		require.NoError(t, srv.Do("SCRIPT", "FLUSH"))
 		_, err := acquire(t, s, "r")
 		assert.NoError(t, err, "the script is loaded again")
 	})
 	t.Run("memory full", func(t *testing.T) {
-		require.NoError(t, srv.do("CONFIG", "SET", "maxmemory", "1"))
+		require.NoError(t, srv.Do("CONFIG", "SET", "maxmemory", "1"))
 		g, err := acquire(t, s, "r")
 		assert.Error(t, err, "no write: an error, not a grant (%+v)", g)
-		require.NoError(t, srv.do("CONFIG", "SET", "maxmemory", "0"))
+		require.NoError(t, srv.Do("CONFIG", "SET", "maxmemory", "0"))
 		_, err = acquire(t, s, "r")
 		assert.NoError(t, err)
 	})
@@ -129,8 +130,8 @@ func TestServerFaults(t *testing.T) {
 // overwrote with other types or other values are repaired, not an error
 // for ever.
 func TestKeys(t *testing.T) {
-	srv := startServer(t)
-	rdb := srv.client(t)
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
 	ctx := context.Background()
 	s := redisstore.New(rdb, redisstore.Options{Prefix: "k", KeyTTL: time.Second})
 	_, err := acquire(t, s, "idle")
@@ -170,13 +171,13 @@ func TestKeys(t *testing.T) {
 // ErrReply or the client's, never a panic or a grant made up.
 func TestNotRedis(t *testing.T) {
 	for _, answer := range []string{"*2\r\n:1\r\n:2\r\n", "*7\r\n:1\r\n:2\r\n:3\r\n:4\r\n:5\r\n:6\r\n:7\r\n", "+OK\r\n", "-ERR no\r\n", "HTTP/1.1 400 Bad Request\r\n\r\n"} {
-		s := redisstore.New(fakeServer(t, answer), redisstore.Options{})
+		s := redisstore.New(redistest.FakeServer(t, answer), redisstore.Options{})
 		_, err := acquire(t, s, "x")
 		assert.Error(t, err, "%q", answer)
 		_, err = s.Return(context.Background(), fleet.Return{Scope: "x", Process: "p"})
 		assert.Error(t, err, "%q", answer)
 	}
-	s := redisstore.New(fakeServer(t, "*7\r\n$1\r\nl\r\n:1\r\n:2\r\n:3\r\n$-1\r\n:4\r\n:5\r\n"), redisstore.Options{})
+	s := redisstore.New(redistest.FakeServer(t, "*7\r\n$1\r\nl\r\n:1\r\n:2\r\n:3\r\n$-1\r\n:4\r\n:5\r\n"), redisstore.Options{})
 	_, err := acquire(t, s, "x")
 	assert.ErrorIs(t, err, redisstore.ErrReply, "a version that is a number, not a string")
 }
@@ -187,8 +188,8 @@ func TestNotRedis(t *testing.T) {
 // restarted without a lost request, each process on its share meanwhile;
 // nobody sends into a pause another was told of.
 func TestFleet(t *testing.T) {
-	rs := startServer(t)
-	rdb := rs.client(t)
+	rs := redistest.Start(t)
+	rdb := rs.Client(t)
 	site := testserver.NewTest(t, testserver.Config{Network: testserver.Loopback, Hosts: map[string]testserver.Policy{
 		"a.test": {Latency: testserver.Latency{Base: 20 * time.Millisecond}},
 		// the site is far (40 ms), Redis near (loopback), as in a real
@@ -247,8 +248,8 @@ func TestFleet(t *testing.T) {
 	// a rate ceiling of 9/s is the fleet's; Redis is killed at 1.5 s and
 	// back at 3.5 s
 	t0 := site.Elapsed()
-	time.AfterFunc(1500*time.Millisecond, rs.stop)
-	time.AfterFunc(3500*time.Millisecond, rs.start)
+	time.AfterFunc(1500*time.Millisecond, rs.Stop)
+	time.AfterFunc(3500*time.Millisecond, rs.Restart)
 	run("a.test", 5*time.Second)
 	a := site.Stats("a.test")
 	rate := func(from, to time.Duration) float64 {
@@ -284,14 +285,14 @@ func TestFleet(t *testing.T) {
 // A subscription outlives a restart of Redis: go-redis reconnects and
 // subscribes again, and pauses shared after it are heard.
 func TestSubscribeSurvivesRestart(t *testing.T) {
-	srv := startServer(t)
-	s := redisstore.New(srv.client(t), redisstore.Options{})
+	srv := redistest.Start(t)
+	s := redisstore.New(srv.Client(t), redisstore.Options{})
 	heard := make(chan string, 16)
 	cancel := s.Subscribe(func(n fleet.Notice) { heard <- n.Scope })
 	defer cancel()
-	srv.stop()
+	srv.Stop()
 	time.Sleep(2 * time.Second) // long enough for the subscriber to fail to reconnect
-	srv.start()
+	srv.Restart()
 	ctx := context.Background()
 	deadline := time.Now().Add(10 * time.Second)
 	for i := 0; ; i++ {

@@ -1,4 +1,8 @@
-package redisstore_test
+// Package redistest runs a real redis-server for tests: on a free loopback
+// port, started by the test and killed when it ends. A test that needs one
+// skips, with one line saying how to enable it, when redis-server is not
+// on PATH, unless REDISSTORE_REQUIRED is set (CI sets it): then it fails.
+package redistest
 
 import (
 	"sync"
@@ -13,14 +17,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
 	"github.com/redis/go-redis/v9"
 )
 
-// server is a real redis-server on a free loopback port, started by a test
-// and stopped when it ends. Tests that need one skip, with one line saying
-// how to enable them, when redis-server is not on PATH; CI installs it.
-type server struct {
+// Server is a real redis-server on a free loopback port, started by a test
+// and stopped when it ends.
+type Server struct {
 	t    testing.TB
 	bin  string
 	port int
@@ -30,7 +32,9 @@ type server struct {
 	cmd *exec.Cmd // guarded by mu
 }
 
-func startServer(t testing.TB, args ...string) *server {
+// Start runs a redis-server with args added to its command line (no
+// persistence: a restart is an empty server).
+func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -39,15 +43,16 @@ func startServer(t testing.TB, args ...string) *server {
 		}
 		t.Skip("redisstore: redis-server is not on PATH; install it (Debian: apt-get install redis-server) to run these tests")
 	}
-	s := &server{t: t, bin: bin, port: freePort(t), args: args}
+	s := &Server{t: t, bin: bin, port: FreePort(t), args: args}
 	if err := s.run(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.stop)
+	t.Cleanup(s.Stop)
 	return s
 }
 
-func freePort(t testing.TB) int {
+// FreePort is a loopback port free now.
+func FreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -57,17 +62,19 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func (s *server) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+// Addr is the server's address.
+func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
-// start runs the server (again, on the same port: an empty one, as after a
-// restart) and waits until it answers. It may be called from any goroutine.
-func (s *server) start() {
+// Restart runs the server again, on the same port (an empty one, as after
+// a restart), and waits until it answers. It may be called from any
+// goroutine.
+func (s *Server) Restart() {
 	if err := s.run(); err != nil {
 		s.t.Error(err)
 	}
 }
 
-func (s *server) run() error {
+func (s *Server) run() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	args := append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
@@ -76,7 +83,7 @@ func (s *server) run() error {
 	if err := s.cmd.Start(); err != nil {
 		return err
 	}
-	c := redis.NewClient(&redis.Options{Addr: s.addr()})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
 	defer c.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -87,14 +94,14 @@ func (s *server) run() error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("redis-server on %s did not answer: %w", s.addr(), err)
+			return fmt.Errorf("redis-server on %s did not answer: %w", s.Addr(), err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// stop kills the server (a crash: nothing saved).
-func (s *server) stop() {
+// Stop kills the server (a crash: nothing saved).
+func (s *Server) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd == nil || s.cmd.Process == nil {
@@ -105,15 +112,16 @@ func (s *server) stop() {
 	s.cmd = nil
 }
 
-func (s *server) client(t testing.TB) *redis.Client {
+// Client is a client of the server (NewClient).
+func (s *Server) Client(t testing.TB) *redis.Client {
 	t.Helper()
-	return newClient(t, s.addr())
+	return NewClient(t, s.Addr())
 }
 
-// newClient is a client set as the package recommends (every call bounded
+// NewClient is a client set as redisstore recommends (every call bounded
 // by its context, no retries, one dial per connection), with short dial and
 // I/O timeouts.
-func newClient(t testing.TB, addr string) *redis.Client {
+func NewClient(t testing.TB, addr string) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, DialTimeout: 500 * time.Millisecond,
 		ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, MaxRetries: -1, DialerRetries: 1,
 		Protocol: 2, DisableIdentity: true})
@@ -121,10 +129,10 @@ func newClient(t testing.TB, addr string) *redis.Client {
 	return c
 }
 
-// do runs a command on the server; its error is returned (it may be
+// Do runs a command on the server; its error is returned (it may be
 // called from any goroutine).
-func (s *server) do(args ...any) error {
-	c := redis.NewClient(&redis.Options{Addr: s.addr(), ReadTimeout: 10 * time.Second})
+func (s *Server) Do(args ...any) error {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), ReadTimeout: 10 * time.Second})
 	defer c.Close()
 	if err := c.Do(context.Background(), args...).Err(); err != nil {
 		return fmt.Errorf("%v: %w", args, err)
@@ -132,9 +140,9 @@ func (s *server) do(args ...any) error {
 	return nil
 }
 
-// fakeServer is a loopback server that answers anything with answer: not
-// Redis.
-func fakeServer(t testing.TB, answer string) *redis.Client {
+// FakeServer is a loopback server that answers anything with answer: not
+// Redis. It returns a client of it.
+func FakeServer(t testing.TB, answer string) *redis.Client {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -165,5 +173,5 @@ func fakeServer(t testing.TB, answer string) *redis.Client {
 			})
 		}
 	})
-	return newClient(t, l.Addr().String())
+	return NewClient(t, l.Addr().String())
 }
