@@ -45,17 +45,28 @@ func (q *Queue) Progress() Progress { return q.ProgressAt(time.Now()) }
 // ProgressAt is the queue's progress at now. Done and Failed count since
 // the queue was made (with a file: since it was opened); a scope's counts
 // are kept while it has requests queued or running.
+//
+// With a Shared it is the whole fleet's, as last read (every quarter of a
+// second while Run runs): queued, leased (Running: handed to a thread, or
+// held at a scope's head by a process), done and failed over the fleet,
+// and the fleet's rates; a scope's Done counts its requests ended, done
+// or failed, and Failed is 0.
 func (q *Queue) ProgressAt(now time.Time) Progress {
 	q.mu.Lock()
-	p := Progress{Queued: q.size, Running: q.running, Done: q.done, Failed: q.failed, Rate: q.meter.rate(now)}
-	p.Scopes = make([]ScopeProgress, 0, len(q.subs))
-	for _, s := range q.subs {
-		sp := ScopeProgress{
-			Scope: s.key, Queued: len(s.items) + s.disk, Running: s.running,
-			Done: s.done, Failed: s.failed, Rate: s.meter.rate(now),
+	var p Progress
+	if q.sh != nil {
+		p = q.fleetProgress(now)
+	} else {
+		p = Progress{Queued: q.size, Running: q.running, Done: q.done, Failed: q.failed, Rate: q.meter.rate(now)}
+		p.Scopes = make([]ScopeProgress, 0, len(q.subs))
+		for _, s := range q.subs {
+			sp := ScopeProgress{
+				Scope: s.key, Queued: len(s.items) + s.disk, Running: s.running,
+				Done: s.done, Failed: s.failed, Rate: s.meter.rate(now),
+			}
+			sp.ETA = eta(sp.Queued+sp.Running, sp.Rate)
+			p.Scopes = append(p.Scopes, sp)
 		}
-		sp.ETA = eta(sp.Queued+sp.Running, sp.Rate)
-		p.Scopes = append(p.Scopes, sp)
 	}
 	q.mu.Unlock()
 	sort.Slice(p.Scopes, func(i, j int) bool {
@@ -70,6 +81,26 @@ func (q *Queue) ProgressAt(now time.Time) Progress {
 		if slowest := p.Scopes[0].ETA; slowest == Unknown || slowest > p.ETA {
 			p.ETA = slowest
 		}
+	}
+	return p
+}
+
+// fleetProgress is the fleet's progress, from its counts as last read.
+// Called with mu held.
+func (q *Queue) fleetProgress(now time.Time) Progress {
+	f := &q.fleet
+	p := Progress{Queued: f.c.Queued, Running: f.c.Leased, Done: int(f.c.Done), Failed: int(f.c.Failed), Rate: f.meter.rate(now)}
+	p.Scopes = make([]ScopeProgress, 0, len(f.c.Scopes))
+	for key, sc := range f.c.Scopes {
+		sp := ScopeProgress{Scope: key, Queued: sc.Queued, Done: int(sc.Ended)}
+		if s := q.subs[key]; s != nil {
+			sp.Running = s.running + len(s.items)
+		}
+		if fs := f.scopes[key]; fs != nil {
+			sp.Rate = fs.meter.rate(now)
+		}
+		sp.ETA = eta(sp.Queued+sp.Running, sp.Rate)
+		p.Scopes = append(p.Scopes, sp)
 	}
 	return p
 }
@@ -103,9 +134,12 @@ func (m *meter) begin(now time.Time) {
 }
 
 // add counts one event at now.
-func (m *meter) add(now time.Time) {
+func (m *meter) add(now time.Time) { m.addN(now, 1) }
+
+// addN counts n events at now.
+func (m *meter) addN(now time.Time, n float64) {
 	m.begin(now)
-	m.n = m.n*decay(now.Sub(m.last)) + 1
+	m.n = m.n*decay(now.Sub(m.last)) + n
 	if now.After(m.last) {
 		m.last = now
 	}

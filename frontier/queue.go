@@ -79,6 +79,16 @@ type Config struct {
 	// nothing (the writes are in the operating system's hands), a crash
 	// of the machine may lose the last commits or damage the file.
 	NoSync bool
+	// Shared makes the queue one that the processes of a fleet consume
+	// together (redisfrontier.New): its FIFOs and the set of requests seen
+	// are in the shared store, and Run returns when the whole fleet's
+	// queue is empty and nothing of it is in flight. Not with a Path.
+	Shared Shared
+	// LeaseTTL is how long a request taken from a Shared stays this
+	// process's without a renewal (renewed every third of it while the
+	// process holds it): how long the requests of a process that died
+	// wait before the others take them. 0 means 10 s.
+	LeaseTTL time.Duration
 }
 
 // Queue is a crawl frontier: per scope a FIFO of requests, handed to Run's
@@ -89,8 +99,9 @@ type Queue struct {
 	ctrl     *polite.Controller
 	threads  int
 	maxSize  int
-	kick     chan struct{} // capacity 1: something changed, look again
-	st       *store        // nil: in memory only
+	kick     chan struct{}  // capacity 1: something changed, look again
+	st       *store         // nil: in memory only
+	sh       *sharedBackend // nil: not shared
 	requeued int
 
 	mu      sync.Mutex
@@ -108,6 +119,7 @@ type Queue struct {
 	err     error               // guarded by mu: the file failed; the queue is unusable
 	refills []refill            // guarded by mu: scopes of a file whose window is to be read
 	seen    map[uint64]struct{} // guarded by mu: without a file, a hash of every request added
+	fleet   fleetView           // guarded by mu: with a Shared, the fleet's counts
 	seed    maphash.Seed
 
 	robotsAhead int                       // the bound on robots.txt fetches ahead
@@ -164,8 +176,9 @@ type item struct {
 	req  *http.Request
 	// With a file, a window's item holds its record instead (a few dozen
 	// bytes, where data and req take hundreds), decoded when it is needed.
-	rec []byte
-	key [16]byte // with a file: its scope's id and its seq
+	rec   []byte
+	key   [16]byte // with a file: its scope's id and its seq
+	lease string   // with a Shared: the lease it is held under
 }
 
 // decoded is the item with its request and payload: a window's item of a
@@ -175,7 +188,7 @@ func (it item) decoded() (item, error) {
 		return it, nil
 	}
 	d, err := decodeRecord(it.rec)
-	d.key = it.key
+	d.key, d.lease = it.key, it.lease
 	return d, err
 }
 
@@ -185,15 +198,18 @@ func New(ctrl *polite.Controller, cfg Config) (*Queue, error) {
 	if ctrl == nil {
 		return nil, errors.New("frontier: nil controller")
 	}
-	if cfg.Threads < 0 || cfg.MaxSize < 0 {
-		return nil, fmt.Errorf("frontier: negative Threads (%d) or MaxSize (%d)", cfg.Threads, cfg.MaxSize)
+	if cfg.Threads < 0 || cfg.MaxSize < 0 || cfg.LeaseTTL < 0 {
+		return nil, fmt.Errorf("frontier: negative Threads (%d), MaxSize (%d) or LeaseTTL (%v)", cfg.Threads, cfg.MaxSize, cfg.LeaseTTL)
+	}
+	if cfg.Shared != nil && cfg.Path != "" {
+		return nil, errors.New("frontier: a queue is in a file (Path) or Shared, not both")
 	}
 	if cfg.Threads == 0 {
 		cfg.Threads = 4
 	}
 	if cfg.MaxSize == 0 {
 		cfg.MaxSize = 100_000
-		if cfg.Path != "" {
+		if cfg.Path != "" || cfg.Shared != nil {
 			cfg.MaxSize = math.MaxInt
 		}
 	}
@@ -206,6 +222,17 @@ func New(ctrl *polite.Controller, cfg Config) (*Queue, error) {
 		subs: make(map[string]*sub), hooked: make(map[*colly.Collector]bool),
 		seen: make(map[uint64]struct{}), seed: maphash.MakeSeed(),
 		pending: make(map[*colly.Context]*pending),
+	}
+	if cfg.Shared != nil {
+		ttl := cfg.LeaseTTL
+		if ttl == 0 {
+			ttl = 10 * time.Second
+		}
+		q.sh = newSharedBackend(cfg.Shared, max(ttl, 100*time.Millisecond), q.broken)
+		if err := q.pollShared(); err != nil {
+			q.sh.shutdown(nil)
+			return nil, err
+		}
 	}
 	if cfg.Path != "" {
 		st, l, err := openStore(cfg.Path, cfg.NoSync)
@@ -229,7 +256,18 @@ func New(ctrl *polite.Controller, cfg Config) (*Queue, error) {
 // or done with their done mark not yet committed (at most twice Threads).
 // They are queued again at their scopes' heads, and each may have been
 // sent once already.
-func (q *Queue) Requeued() int { return q.requeued }
+//
+// With a Shared, it is the fleet's count of requests whose lease expired
+// (their process died, or could not renew them) and that were queued
+// again, as of the last read of the fleet's counts.
+func (q *Queue) Requeued() int {
+	if q.sh != nil {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return int(min(q.fleet.c.Returned, math.MaxInt32))
+	}
+	return q.requeued
+}
 
 // Close releases the queue's file, after Run has returned. A queue in
 // memory only has nothing to release. Close is idempotent.
@@ -241,8 +279,23 @@ func (q *Queue) Close() error {
 	}
 	was := q.closed
 	q.closed = true
+	var heads []string
+	for _, s := range q.subs {
+		for _, it := range s.items {
+			if it.lease != "" {
+				heads = append(heads, it.lease)
+			}
+		}
+	}
 	q.mu.Unlock()
-	if q.st == nil || was {
+	if was {
+		return nil
+	}
+	if q.sh != nil {
+		q.sh.shutdown(heads)
+		return nil
+	}
+	if q.st == nil {
 		return nil
 	}
 	return q.st.close()
@@ -291,7 +344,10 @@ func (q *Queue) AddRequest(r *colly.Request) error {
 	if err != nil {
 		return err
 	}
-	if q.st != nil {
+	switch {
+	case q.sh != nil:
+		return q.addShared([]*op{a})
+	case q.st != nil:
 		return q.addToFile([]*op{a})
 	}
 	return q.addInMemory(a)
@@ -319,7 +375,7 @@ func (q *Queue) AddURLs(rawURLs ...string) (int, error) {
 		}
 		ops = append(ops, a)
 	}
-	if q.st == nil {
+	if !q.stored() {
 		n := 0
 		for _, a := range ops {
 			switch err := q.addInMemory(a); {
@@ -331,10 +387,15 @@ func (q *Queue) AddURLs(rawURLs ...string) (int, error) {
 		}
 		return n, nil
 	}
-	err := q.addToFile(ops)
+	var err error
+	if q.sh != nil {
+		err = q.addShared(ops)
+	} else {
+		err = q.addToFile(ops)
+	}
 	n := 0
 	for _, o := range ops {
-		if o.err == nil && !o.dup && o.seq != 0 {
+		if o.err == nil && !o.dup && (o.seq != 0 || q.sh != nil && err == nil) {
 			n++
 		}
 	}
@@ -374,7 +435,7 @@ func (q *Queue) prepare(r *colly.Request) (*op, error) {
 	}
 	raw := r.URL.String()
 	o := &op{kind: opAdd, scope: hook.ScopeKey(q.ctrl, req), seen: seenKey(method, raw, body)}
-	if q.st != nil && method == http.MethodGet && r.Body == nil && (r.Headers == nil || len(*r.Headers) == 0) && r.Host == "" && emptyCtx(r.Ctx) && r.Depth >= 0 && r.Depth <= maxDepth {
+	if q.stored() && method == http.MethodGet && r.Body == nil && (r.Headers == nil || len(*r.Headers) == 0) && r.Host == "" && emptyCtx(r.Ctx) && r.Depth >= 0 && r.Depth <= maxDepth {
 		// a plain GET: its URL and depth are the whole record, and the
 		// queue takes it in from the file (mem is for the queue in memory)
 		o.rec = encodePlain(raw, r.Depth)
@@ -385,11 +446,15 @@ func (q *Queue) prepare(r *colly.Request) (*op, error) {
 		return nil, fmt.Errorf("frontier: %w", err)
 	}
 	o.mem = item{data: data, req: req}
-	if q.st != nil {
+	if q.stored() {
 		o.rec = encodeRecord(data)
 	}
 	return o, nil
 }
+
+// stored reports whether the queue keeps its requests outside memory (a
+// file, a Shared): as records.
+func (q *Queue) stored() bool { return q.st != nil || q.sh != nil }
 
 // webURL reports whether u is an absolute http or https URL, the only
 // kind the queue holds.
@@ -455,6 +520,139 @@ func (q *Queue) addToFile(ops []*op) error {
 	return nil
 }
 
+// addShared adds requests to the Shared; the queue counts them at once
+// (the next poll reads the fleet's counts). ErrSeen if the first was seen
+// before.
+func (q *Queue) addShared(ops []*op) error {
+	q.mu.Lock()
+	err := q.usable()
+	q.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	scopes := make([]string, len(ops))
+	for i, o := range ops {
+		scopes[i] = o.scope
+	}
+	if err := q.sh.add(scopes, ops); err != nil {
+		return fmt.Errorf("frontier: the shared queue: %w", err)
+	}
+	q.mu.Lock()
+	for _, o := range ops {
+		if o.dup {
+			continue
+		}
+		s := q.sub(o.scope)
+		s.disk++
+		q.size++
+		q.refill(s)
+	}
+	q.mu.Unlock()
+	q.nudge()
+	if ops[0].dup {
+		return ErrSeen
+	}
+	return nil
+}
+
+// sub is the scope key's, made if it is new. Called with mu held.
+func (q *Queue) sub(key string) *sub {
+	s := q.subs[key]
+	if s == nil {
+		s = &sub{key: key, idx: -1}
+		q.subs[key] = s
+	}
+	return s
+}
+
+// refill asks for s's window to be read if it is empty and more waits
+// outside it. Called with mu held.
+func (q *Queue) refill(s *sub) {
+	if len(s.items) == 0 && s.disk > 0 && !s.loading {
+		s.loading = true
+		q.refills = append(q.refills, refill{s: s, id: s.id, after: s.cursor})
+	}
+}
+
+// fleetView is what a queue with a Shared knows of the fleet's queue.
+type fleetView struct {
+	c     SharedCounts
+	at    time.Time // when c was read (zero: never)
+	ended int64     // done and failed, at the last read
+	meter meter     // the fleet's ends
+	// each scope's ends at the last read, and their meters
+	scopes map[string]*fleetScope
+}
+
+type fleetScope struct {
+	ended int64
+	meter meter
+}
+
+// pollShared reads the fleet's counts into the queue: each scope's queued
+// count (new scopes included), a refill for each whose window is empty,
+// the fleet's totals and rates.
+func (q *Queue) pollShared() error {
+	c, err := q.sh.counts()
+	if err != nil {
+		return fmt.Errorf("frontier: the shared queue: %w", err)
+	}
+	now := time.Now()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	f := &q.fleet
+	if f.scopes == nil {
+		f.scopes = map[string]*fleetScope{}
+	}
+	ended := c.Done + c.Failed
+	if !f.at.IsZero() && ended > f.ended {
+		f.meter.addN(now, float64(ended-f.ended))
+	}
+	f.meter.begin(now)
+	f.c, f.at, f.ended = c, now, ended
+	size := 0
+	for key, s := range q.subs {
+		sc, ok := c.Scopes[key]
+		s.disk = sc.Queued
+		if !ok {
+			s.disk = 0
+		}
+		size += len(s.items) + s.disk
+		q.refill(s)
+		q.forget(s)
+	}
+	for key, sc := range c.Scopes {
+		if _, ok := q.subs[key]; !ok {
+			s := q.sub(key)
+			s.disk = sc.Queued
+			size += s.disk
+			q.refill(s)
+		}
+		fs := f.scopes[key]
+		if fs == nil {
+			fs = &fleetScope{ended: sc.Ended}
+			fs.meter.begin(now)
+			f.scopes[key] = fs
+		} else if sc.Ended > fs.ended {
+			fs.meter.addN(now, float64(sc.Ended-fs.ended))
+			fs.ended = sc.Ended
+		}
+	}
+	for key := range f.scopes {
+		if _, ok := c.Scopes[key]; !ok && q.subs[key] == nil {
+			delete(f.scopes, key)
+		}
+	}
+	q.size = size
+	return nil
+}
+
+// fleetIdle reports whether the fleet's queue, as last read, is empty with
+// nothing leased. Called with mu held.
+func (q *Queue) fleetIdle() bool {
+	return !q.fleet.at.IsZero() && q.fleet.c.Queued == 0 && q.fleet.c.Leased == 0
+}
+
 // usable is why the queue cannot be used, or nil. Called with mu held.
 func (q *Queue) usable() error {
 	switch {
@@ -513,9 +711,10 @@ func (q *Queue) refilled(s *sub, got []item) {
 	s.disk -= len(got)
 	if len(got) == 0 {
 		s.disk = 0
-	} else {
+	} else if q.sh == nil {
 		s.cursor = binary.BigEndian.Uint64(got[len(got)-1].key[8:])
 	}
+	s.disk = max(s.disk, 0) // a Shared's count is the fleet's, read a moment ago
 	q.schedule(s)
 	q.forget(s)
 }
@@ -658,7 +857,7 @@ func (q *Queue) Run(c *colly.Collector) error {
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				if q.st != nil { // in flight in the file before it is sent; the threads' marks share commits
+				if q.st != nil && q.sh == nil { // in flight in the file before it is sent; the threads' marks share commits
 					if err := q.st.do(&op{kind: opFlight, key: j.it.key}); err != nil {
 						q.broken(err) // not sent: it stays queued in the file
 						j.res.Cancel()
@@ -674,7 +873,10 @@ func (q *Queue) Run(c *colly.Collector) error {
 					}
 				}
 				j.res.Cancel() // unused: a cache hit, a filter, an abort
-				if q.st != nil {
+				switch {
+				case q.sh != nil: // ended in the background; the lease is renewed until then
+					q.sh.end(j.it.lease, j.failed)
+				case q.st != nil:
 					// not waited for: it rides in the next commit. Until
 					// then the request is in flight in the file, and a
 					// crash queues it again (counted: Requeued)
@@ -687,6 +889,32 @@ func (q *Queue) Run(c *colly.Collector) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	idle := q.threads
+	idleSince := time.Now()
+	reading := false               // a read of windows runs
+	read := make(chan struct{}, 1) // it ended
+	var readWG sync.WaitGroup
+	defer readWG.Wait()
+	if q.sh != nil {
+		// the fleet's counts, read every pollEvery while Run runs: the
+		// scopes the others added, and when the whole fleet is done
+		pollStop := make(chan struct{})
+		var pollWG sync.WaitGroup
+		pollWG.Go(func() {
+			t := time.NewTicker(pollEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-pollStop:
+					return
+				case <-t.C:
+				}
+				if q.pollShared() == nil {
+					q.nudge()
+				}
+			}
+		})
+		defer func() { close(pollStop); pollWG.Wait() }()
+	}
 	// drained is closed when a c.Wait begun in a quiet moment returns:
 	// every request that was pending then has ended, even one whose end no
 	// callback reported. Nothing is handed out meanwhile, since a Do that
@@ -695,9 +923,12 @@ func (q *Queue) Run(c *colly.Collector) error {
 	var draining []*colly.Context
 	for {
 		q.mu.Lock()
-		if q.running == 0 && (q.stopped || q.size == 0) {
+		if q.running == 0 && (q.stopped || q.size == 0 && (q.sh == nil || q.fleetIdle() && q.fleet.at.After(idleSince))) {
 			q.mu.Unlock()
 			break
+		}
+		if q.sh != nil && (q.running > 0 || q.size > 0) {
+			idleSince = time.Now() // only a read of the fleet after this moment may end the run
 		}
 		var ready []job
 		var next time.Time
@@ -710,11 +941,22 @@ func (q *Queue) Run(c *colly.Collector) error {
 			ready = append(ready, j)
 		}
 		quiet := async && drained == nil && q.running > 0 && (idle == len(ready) || q.size == 0 || q.stopped)
-		refills := q.refills
-		q.refills = nil
+		var refills []refill
+		if !reading {
+			refills, q.refills = q.refills, nil
+			reading = len(refills) > 0
+		}
 		q.readAhead(ahead, &robotsWG)
 		q.mu.Unlock()
-		q.readWindows(refills)
+		if len(refills) > 0 {
+			// in the background, one read at a time (those asked
+			// meanwhile go in the next): the threads are served from
+			// the windows already read while it runs
+			readWG.Go(func() {
+				q.readWindows(refills)
+				read <- struct{}{}
+			})
+		}
 		for _, j := range ready {
 			jobs <- j
 			idle--
@@ -729,6 +971,8 @@ func (q *Queue) Run(c *colly.Collector) error {
 			wake = timer.C
 		}
 		select {
+		case <-read:
+			reading = false
 		case j := <-done:
 			q.finish(j)
 			idle++
@@ -755,6 +999,9 @@ func (q *Queue) Run(c *colly.Collector) error {
 	}
 	if q.st != nil {
 		q.st.flush() // what Run did is in the file when it returns
+	}
+	if q.sh != nil {
+		q.sh.flush()
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -801,8 +1048,19 @@ func (q *Queue) readWindows(refills []refill) {
 	if len(refills) == 0 {
 		return
 	}
-	got, err := q.st.read(refills, window)
-	if err != nil {
+	var got [][]item
+	var err error
+	if q.sh != nil {
+		if got, err = q.sh.take(refills); err != nil {
+			// a fault of the store: the next poll asks again
+			q.mu.Lock()
+			for _, r := range refills {
+				r.s.loading = false
+			}
+			q.mu.Unlock()
+			return
+		}
+	} else if got, err = q.st.read(refills, window); err != nil {
 		q.broken(err)
 	}
 	q.mu.Lock()

@@ -1,0 +1,286 @@
+// Package redisfrontier is a frontier.Shared on Redis: the processes of a
+// fleet consume one crawl frontier, one FIFO per scope, each taking the
+// next request of a scope its controller says is ready, under a lease it
+// renews while it works. A process that dies returns its requests when
+// their leases expire.
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
+//	sh, err := redisfrontier.New(ctx, rdb, redisfrontier.Options{Prefix: "crawl-1"})
+//	q, err := frontier.New(ctrl, frontier.Config{Threads: 8, Shared: sh})
+//
+// Each call is one script on the server, atomic: taking a request and its
+// lease is one round trip, ending it another (the send slot is the
+// fleet's Store's, a separate round trip: redisstore). Every key of a
+// queue carries the same hash tag, so the queue lives in one slot: it
+// runs on one Redis, or on a Cluster as one slot (one shard does its
+// work). Without persistence, a Redis restarted empty has lost the queue:
+// the scripts find its epoch gone and answer frontier.ErrLost, and the
+// processes stop rather than carry on with an empty queue.
+package redisfrontier
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/colly-polite/polite/frontier"
+)
+
+// ErrReply is wrapped by every error about a reply this package cannot
+// read: the frontier treats it as a store fault and tries again.
+var ErrReply = errors.New("redisfrontier: unreadable reply")
+
+// reclaimPerCall bounds the expired leases one call queues again.
+const reclaimPerCall = 64
+
+// Options are a Frontier's settings; the zero value of each field means
+// the stated default.
+type Options struct {
+	// Prefix names the queue: processes with the same prefix share it.
+	// "" means "colly-polite-frontier".
+	Prefix string
+}
+
+// Frontier is a frontier.Shared in Redis. Safe for concurrent use.
+type Frontier struct {
+	c      redis.UniversalClient
+	keys   []string
+	lists  string // a scope's list is lists + its id
+	epoch  string
+	prefix string
+}
+
+var _ frontier.Shared = (*Frontier)(nil)
+
+// New returns the queue named o.Prefix on client, made if it does not
+// exist yet.
+func New(ctx context.Context, client redis.UniversalClient, o Options) (*Frontier, error) {
+	if o.Prefix == "" {
+		o.Prefix = "colly-polite-frontier"
+	}
+	tag := "{" + o.Prefix + "}"
+	f := &Frontier{c: client, lists: tag + ":q:", prefix: o.Prefix}
+	for _, k := range []string{"epoch", "seen", "queued", "names", "leases", "expiry", "totals", "ended"} {
+		f.keys = append(f.keys, tag+":"+k)
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	if err := client.SetNX(ctx, f.keys[0], hex.EncodeToString(b[:]), 0).Err(); err != nil {
+		return nil, fmt.Errorf("redisfrontier: %w", err)
+	}
+	e, err := client.Get(ctx, f.keys[0]).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redisfrontier: %w", err)
+	}
+	f.epoch = e
+	return f, nil
+}
+
+// scopeID is a scope's id in the keys: 16 hex digits of a hash, whatever
+// the scope's length.
+func scopeID(scope string) string {
+	h := sha256.Sum256([]byte(scope))
+	return hex.EncodeToString(h[:8])
+}
+
+// seenKey bounds a request's key to 16 bytes.
+func seenKey(k []byte) string {
+	h := sha256.Sum256(k)
+	return string(h[:16])
+}
+
+func (f *Frontier) run(ctx context.Context, s *redis.Script, args []any) (any, error) {
+	v, err := s.Run(ctx, f.c, f.keys, args...).Result()
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "LOST") {
+			return nil, fmt.Errorf("%w (%s): %v", frontier.ErrLost, f.prefix, err)
+		}
+		return nil, fmt.Errorf("redisfrontier: %w", err)
+	}
+	return v, nil
+}
+
+func (f *Frontier) head(extra any) []any { return []any{f.epoch, f.lists, extra} }
+
+// Add implements frontier.Shared.
+func (f *Frontier) Add(ctx context.Context, items []frontier.SharedItem) ([]bool, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	args := f.head(0)
+	for _, it := range items {
+		args = append(args, scopeID(it.Scope), it.Scope, seenKey(it.Key), it.Record)
+	}
+	v, err := f.run(ctx, addScript, args)
+	if err != nil {
+		return nil, err
+	}
+	return addedOf(v, len(items))
+}
+
+// addedOf reads the add script's reply for n items.
+func addedOf(v any, n int) ([]bool, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != n {
+		return nil, fmt.Errorf("%w: add: %T", ErrReply, v)
+	}
+	out := make([]bool, len(a))
+	for i, x := range a {
+		n, ok := x.(int64)
+		if !ok {
+			return nil, fmt.Errorf("%w: add: %T", ErrReply, x)
+		}
+		out[i] = n == 1
+	}
+	return out, nil
+}
+
+// Take implements frontier.Shared.
+func (f *Frontier) Take(ctx context.Context, asks []frontier.SharedAsk, ttl time.Duration) ([]frontier.Leased, error) {
+	if len(asks) == 0 {
+		return nil, nil
+	}
+	args := append(f.head(reclaimPerCall), ttl.Milliseconds())
+	for _, a := range asks {
+		args = append(args, scopeID(a.Scope), a.Lease)
+	}
+	v, err := f.run(ctx, takeScript, args)
+	if err != nil {
+		return nil, err
+	}
+	return leasedOf(v, len(asks))
+}
+
+// leasedOf reads the take script's reply for n asks.
+func leasedOf(v any, n int) ([]frontier.Leased, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != n {
+		return nil, fmt.Errorf("%w: take: %T", ErrReply, v)
+	}
+	out := make([]frontier.Leased, len(a))
+	for i, x := range a {
+		switch r := x.(type) {
+		case nil:
+		case string:
+			out[i].Record = []byte(r)
+		default:
+			return nil, fmt.Errorf("%w: take: %T", ErrReply, x)
+		}
+	}
+	return out, nil
+}
+
+// Done implements frontier.Shared.
+func (f *Frontier) Done(ctx context.Context, ends []frontier.SharedEnd) error {
+	if len(ends) == 0 {
+		return nil
+	}
+	args := f.head(0)
+	for _, e := range ends {
+		failed := "0"
+		if e.Failed {
+			failed = "1"
+		}
+		args = append(args, e.Lease, failed)
+	}
+	_, err := f.run(ctx, doneScript, args)
+	return err
+}
+
+// Release implements frontier.Shared.
+func (f *Frontier) Release(ctx context.Context, leases []string) error {
+	if len(leases) == 0 {
+		return nil
+	}
+	args := f.head(0)
+	for _, l := range leases {
+		args = append(args, l)
+	}
+	_, err := f.run(ctx, releaseScript, args)
+	return err
+}
+
+// Renew implements frontier.Shared.
+func (f *Frontier) Renew(ctx context.Context, leases []string, ttl time.Duration) error {
+	if len(leases) == 0 {
+		return nil
+	}
+	args := append(f.head(0), ttl.Milliseconds())
+	for _, l := range leases {
+		args = append(args, l)
+	}
+	_, err := f.run(ctx, renewScript, args)
+	return err
+}
+
+// Counts implements frontier.Shared.
+func (f *Frontier) Counts(ctx context.Context) (frontier.SharedCounts, error) {
+	v, err := f.run(ctx, countsScript, f.head(reclaimPerCall))
+	if err != nil {
+		return frontier.SharedCounts{}, err
+	}
+	return countsOf(v)
+}
+
+// countsOf reads the counts script's reply.
+func countsOf(v any) (frontier.SharedCounts, error) {
+	bad := func(what string) (frontier.SharedCounts, error) {
+		return frontier.SharedCounts{}, fmt.Errorf("%w: counts: %s", ErrReply, what)
+	}
+	a, ok := v.([]any)
+	if !ok || len(a) != 5 {
+		return bad("not five parts")
+	}
+	per, ok := a[0].([]any)
+	if !ok || len(per)%3 != 0 {
+		return bad("scopes")
+	}
+	c := frontier.SharedCounts{Scopes: make(map[string]frontier.ScopeCounts, len(per)/3)}
+	for i := 0; i < len(per); i += 3 {
+		name, ok := per[i].(string)
+		if !ok {
+			return bad("a scope's name")
+		}
+		q, qok := num(per[i+1])
+		e, eok := num(per[i+2])
+		if !qok || !eok {
+			return bad("a scope's counts")
+		}
+		if name == "" || q <= 0 {
+			continue // a count without a name, or gone wrong: nothing to take
+		}
+		c.Scopes[name] = frontier.ScopeCounts{Queued: int(min(q, 1<<40)), Ended: e}
+		c.Queued += int(min(q, 1<<40))
+	}
+	var okAll bool
+	c.Done, okAll = num(a[1])
+	fl, ok2 := num(a[2])
+	ret, ok3 := num(a[3])
+	leased, ok4 := a[4].(int64)
+	if !okAll || !ok2 || !ok3 || !ok4 || leased < 0 {
+		return bad("totals")
+	}
+	c.Failed, c.Returned, c.Leased = fl, ret, int(min(leased, 1<<40))
+	return c, nil
+}
+
+// num reads a count Redis returned as a string or an integer: untrusted,
+// so a negative or unreadable one is not ok.
+func num(x any) (int64, bool) {
+	switch v := x.(type) {
+	case int64:
+		return v, v >= 0
+	case string:
+		n, err := strconv.ParseInt(v, 10, 64)
+		return n, err == nil && n >= 0
+	}
+	return 0, false
+}

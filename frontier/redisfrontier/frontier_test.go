@@ -1,0 +1,251 @@
+package redisfrontier_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/colly-polite/polite"
+	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/frontier"
+	"github.com/colly-polite/polite/frontier/redisfrontier"
+	"github.com/colly-polite/polite/internal/redistest"
+	"github.com/colly-polite/polite/redisstore"
+	"github.com/colly-polite/polite/testserver"
+)
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{})
+	goleak.VerifyTestMain(m)
+}
+
+// site is a testserver of hosts, each with pages pages linked five a page
+// from its index, fast and generous limits (the test is of the queue).
+func site(t *testing.T, pages int, hosts ...string) *testserver.Server {
+	cfg := testserver.Config{Hosts: map[string]testserver.Policy{}}
+	for _, h := range hosts {
+		cfg.Hosts[h] = testserver.Policy{
+			Limit:   testserver.Limit{Kind: testserver.TokenBucket, Rate: 200, Burst: 20},
+			Latency: testserver.Latency{Base: 5 * time.Millisecond},
+			Site:    testserver.Site{Pages: pages},
+		}
+	}
+	return testserver.NewTest(t, cfg)
+}
+
+// process is one process of a fleet: a collector following links into a
+// queue on the shared frontier, its sends under the fleet's store.
+type process struct {
+	c       *colly.Collector
+	q       *frontier.Queue
+	fetched atomic.Int64
+}
+
+func newProcess(t *testing.T, srv *testserver.Server, rdb *redis.Client, prefix string, cfg frontier.Config) *process {
+	t.Helper()
+	sh, err := redisfrontier.New(context.Background(), rdb, redisfrontier.Options{Prefix: prefix})
+	require.NoError(t, err)
+	c := colly.NewCollector(colly.AllowURLRevisit())
+	c.WithTransport(srv.Transport())
+	ctrl := adaptive.Attach(c, polite.Config{Robots: new(false), Store: redisstore.New(rdb, redisstore.Options{Prefix: prefix + "-fleet"})})
+	t.Cleanup(func() { _ = ctrl.Close() })
+	cfg.Shared = sh
+	q, err := frontier.New(ctrl, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = q.Close() })
+	p := &process{c: c, q: q}
+	c.OnHTML("a[href]", func(e *colly.HTMLElement) { _ = q.AddLink(e.Request, e.Attr("href")) })
+	c.OnResponse(func(*colly.Response) { p.fetched.Add(1) })
+	return p
+}
+
+// Three processes crawl two sites through one shared frontier: every page
+// is fetched once, by one of them, each takes a part, and each Run returns
+// once the whole fleet's queue is empty, whoever added what.
+func TestFleetCrawlsEachPageOnce(t *testing.T) {
+	rs := redistest.Start(t)
+	rdb := rs.Client(t)
+	const pages = 60
+	srv := site(t, pages, "a.test", "b.test")
+	var procs []*process
+	for range 3 {
+		procs = append(procs, newProcess(t, srv, rdb, "once", frontier.Config{Threads: 4}))
+	}
+	require.NoError(t, procs[0].q.AddURL(srv.HostURL("a.test")+"/"))
+	require.NoError(t, procs[1].q.AddURL(srv.HostURL("b.test")+"/"))
+	assert.ErrorIs(t, procs[2].q.AddURL(srv.HostURL("a.test")+"/"), frontier.ErrSeen, "seen by the fleet")
+	var wg sync.WaitGroup
+	errs := make([]error, len(procs))
+	for i, p := range procs {
+		wg.Go(func() { errs[i] = p.q.Run(p.c) })
+	}
+	wg.Wait()
+	total := 0
+	for i, p := range procs {
+		require.NoError(t, errs[i])
+		n := p.fetched.Load()
+		t.Logf("process %d fetched %d", i, n)
+		assert.Positive(t, n, "process %d took a part", i)
+		total += int(n)
+	}
+	for _, h := range []string{"a.test", "b.test"} {
+		st := srv.Stats(h)
+		assert.Equal(t, pages+1, len(st.Accepted), "%s: each page once", h)
+		assert.Equal(t, pages+1, st.Requests, "%s: no page twice", h)
+	}
+	assert.Equal(t, 2*(pages+1), total)
+	p := procs[0].q.Progress()
+	assert.Equal(t, 2*(pages+1), p.Done, "the fleet's count")
+	assert.Zero(t, p.Queued)
+	assert.Zero(t, p.Running)
+}
+
+// A process that dies holding requests (taken, never ended or renewed)
+// returns them when their leases expire: another process fetches them,
+// and Requeued says how many came back.
+func TestDeadProcessReturnsItsRequests(t *testing.T) {
+	rs := redistest.Start(t)
+	rdb := rs.Client(t)
+	srv := site(t, 10, "a.test")
+	alive := newProcess(t, srv, rdb, "dead", frontier.Config{Threads: 2})
+	for i := range 10 {
+		require.NoError(t, alive.q.AddURL(fmt.Sprintf("%s/page/%d", srv.HostURL("a.test"), i)))
+	}
+	// the dead one took three, with a lease of 300 ms, and died
+	dead, err := redisfrontier.New(context.Background(), rdb, redisfrontier.Options{Prefix: "dead"})
+	require.NoError(t, err)
+	var asks []frontier.SharedAsk
+	for i := range 3 {
+		asks = append(asks, frontier.SharedAsk{Scope: "a.test", Lease: fmt.Sprint("dead-", i)})
+	}
+	got, err := dead.Take(context.Background(), asks, 300*time.Millisecond)
+	require.NoError(t, err)
+	for _, g := range got {
+		require.NotNil(t, g.Record)
+	}
+	c, err := dead.Counts(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 3, c.Leased)
+	require.NoError(t, alive.q.Run(alive.c))
+	st := srv.Stats("a.test")
+	assert.Equal(t, 10, len(st.Accepted), "every page, the dead process's three included")
+	assert.Equal(t, 10, st.Requests, "none twice: the dead process sent nothing")
+	assert.Equal(t, 3, alive.q.Requeued())
+}
+
+// A Redis that lost the queue (restarted empty, flushed) is told, not taken
+// for an empty queue: Run stops with ErrLost.
+func TestLostQueueStopsRun(t *testing.T) {
+	rs := redistest.Start(t)
+	rdb := rs.Client(t)
+	srv := site(t, 50, "a.test")
+	p := newProcess(t, srv, rdb, "lost", frontier.Config{Threads: 1})
+	require.NoError(t, p.q.AddURL(srv.HostURL("a.test")+"/"))
+	p.c.OnResponse(func(*colly.Response) {
+		if p.fetched.Load() == 3 {
+			require.NoError(t, rs.Do("FLUSHALL"))
+		}
+	})
+	err := p.q.Run(p.c)
+	assert.ErrorIs(t, err, frontier.ErrLost)
+	assert.Less(t, len(srv.Stats("a.test").Accepted), 51, "it stopped")
+}
+
+// A Redis that hangs for 2 s mid-crawl (each call times out at 1 s) loses
+// nothing and fails nothing: the crawl resumes when it answers again.
+func TestSlowStoreLosesNothing(t *testing.T) {
+	rs := redistest.Start(t, "--enable-debug-command", "yes")
+	rdb := rs.Client(t)
+	const pages = 40
+	srv := site(t, pages, "a.test", "b.test")
+	var procs []*process
+	for range 2 {
+		procs = append(procs, newProcess(t, srv, rdb, "slow", frontier.Config{Threads: 3}))
+	}
+	require.NoError(t, procs[0].q.AddURL(srv.HostURL("a.test")+"/"))
+	require.NoError(t, procs[0].q.AddURL(srv.HostURL("b.test")+"/"))
+	var once sync.Once
+	var hang sync.WaitGroup
+	procs[1].c.OnResponse(func(*colly.Response) {
+		if procs[1].fetched.Load() == 10 {
+			once.Do(func() { hang.Go(func() { _ = rs.Do("DEBUG", "SLEEP", "2") }) })
+		}
+	})
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Go(func() { assert.NoError(t, p.q.Run(p.c)) })
+	}
+	wg.Wait()
+	hang.Wait()
+	for _, h := range []string{"a.test", "b.test"} {
+		st := srv.Stats(h)
+		assert.Equal(t, pages+1, len(st.Accepted), "%s: every page", h)
+		t.Logf("%s: %d requests for %d pages", h, st.Requests, pages+1)
+	}
+}
+
+// The scripts' bookkeeping: a key seen is not added twice; a lease taken
+// again under its name returns its request; a release puts a request back
+// at its scope's head; a done lease counts once.
+func TestScripts(t *testing.T) {
+	rs := redistest.Start(t)
+	ctx := context.Background()
+	f, err := redisfrontier.New(ctx, rs.Client(t), redisfrontier.Options{Prefix: "scripts"})
+	require.NoError(t, err)
+	added, err := f.Add(ctx, []frontier.SharedItem{
+		{Scope: "s", Key: []byte("1"), Record: []byte("one")},
+		{Scope: "s", Key: []byte("2"), Record: []byte("two")},
+		{Scope: "s", Key: []byte("1"), Record: []byte("one again")},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []bool{true, true, false}, added)
+	got, err := f.Take(ctx, []frontier.SharedAsk{{Scope: "s", Lease: "a"}, {Scope: "none", Lease: "b"}}, time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, "one", string(got[0].Record))
+	assert.Nil(t, got[1].Record)
+	got, err = f.Take(ctx, []frontier.SharedAsk{{Scope: "s", Lease: "a"}}, time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, "one", string(got[0].Record), "a retry under the same name")
+	require.NoError(t, f.Release(ctx, []string{"a"}))
+	got, err = f.Take(ctx, []frontier.SharedAsk{{Scope: "s", Lease: "c"}}, time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, "one", string(got[0].Record), "released to the head")
+	require.NoError(t, f.Done(ctx, []frontier.SharedEnd{{Lease: "c"}, {Lease: "c"}, {Lease: "unknown", Failed: true}}))
+	c, err := f.Counts(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, frontier.SharedCounts{Scopes: map[string]frontier.ScopeCounts{"s": {Queued: 1, Ended: 1}}, Queued: 1, Done: 1}, c)
+	require.NoError(t, rs.Do("DEL", "{scripts}:epoch"))
+	_, err = f.Counts(ctx)
+	assert.True(t, errors.Is(err, frontier.ErrLost), "%v", err)
+}
+
+// A lease lives 300 ms and each page takes 500 ms: renewed every 100 ms
+// while its process holds it, no lease expires, and no page comes back.
+func TestLeasesRenewedWhileHeld(t *testing.T) {
+	rs := redistest.Start(t)
+	rdb := rs.Client(t)
+	cfg := testserver.Config{Hosts: map[string]testserver.Policy{"a.test": {
+		Latency: testserver.Latency{Base: 500 * time.Millisecond}, Site: testserver.Site{Pages: 6}}}}
+	srv := testserver.NewTest(t, cfg)
+	p := newProcess(t, srv, rdb, "renew", frontier.Config{Threads: 3, LeaseTTL: 300 * time.Millisecond})
+	require.NoError(t, p.q.AddURL(srv.HostURL("a.test")+"/"))
+	require.NoError(t, p.q.Run(p.c))
+	st := srv.Stats("a.test")
+	assert.Equal(t, 7, len(st.Accepted))
+	assert.Equal(t, 7, st.Requests, "no page twice")
+	assert.Zero(t, p.q.Requeued(), "no lease expired")
+}

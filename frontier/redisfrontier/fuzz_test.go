@@ -1,0 +1,49 @@
+package redisfrontier
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/colly-polite/polite/internal/redistest"
+)
+
+// Any reply, of any shape, is read or refused with ErrReply: never a
+// panic, never a negative count, never a record where the reply had none.
+func FuzzReplies(f *testing.F) {
+	f.Add([]byte{0, 1, 0, 0, 0, 0, 0, 0, 0, 2})
+	f.Add([]byte{3, 1 << 3, 's', 1 << 3, '2', 1 << 3, '3', 4, 1 << 3, '1', 1 << 3, '0', 1 << 3, '0', 0, 1, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{1 << 4, 'r', 'e', 2})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v := redistest.Values(b)
+		for _, reply := range []any{v, b} { // a list, and not one
+			if a, err := addedOf(reply, len(v)); err != nil && !errors.Is(err, ErrReply) {
+				t.Fatalf("add: %v", err)
+			} else if err == nil && len(a) != len(v) {
+				t.Fatalf("add: %d of %d", len(a), len(v))
+			}
+			if l, err := leasedOf(reply, len(v)); err != nil && !errors.Is(err, ErrReply) {
+				t.Fatalf("take: %v", err)
+			} else if err == nil {
+				for i, x := range l {
+					if x.Record != nil && v[i] == nil {
+						t.Fatalf("take: a record from nil")
+					}
+				}
+			}
+			c, err := countsOf(reply)
+			if err != nil && !errors.Is(err, ErrReply) {
+				t.Fatalf("counts: %v", err)
+			}
+			if err == nil {
+				if c.Queued < 0 || c.Leased < 0 || c.Done < 0 || c.Failed < 0 || c.Returned < 0 {
+					t.Fatalf("counts: %+v", c)
+				}
+				for k, s := range c.Scopes {
+					if k == "" || s.Queued <= 0 || s.Ended < 0 {
+						t.Fatalf("counts: %q %+v", k, s)
+					}
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,164 @@
+package redisfrontier
+
+import "github.com/redis/go-redis/v9"
+
+// The scripts run on the server's clock (TIME, in ms) and one at a time, so
+// each is atomic: a request is in exactly one place, its scope's list or
+// the leases. Nothing from a request is ever part of a script's text:
+// only KEYS and ARGV.
+//
+// KEYS, for every script: 1 the epoch (string: the queue's name, made once;
+// a script that finds another, or none, answers LOST), 2 the requests seen
+// (set of 16-byte keys), 3 the queued counts (hash: scope id -> count, the
+// scopes with requests queued), 4 the scope names (hash: id -> scope), 5
+// the leases (hash: lease -> scope id, 16 characters, then the record), 6
+// the leases' expiries (sorted set: lease -> ms), 7 the totals (hash: done,
+// failed, returned), 8 the ended counts (hash: scope id -> count). A
+// scope's list is ARGV[2] .. its id: keys a script builds, all under the
+// same hash tag as the others (one slot).
+//
+// What is stored is untrusted too: a list entry or a lease of the wrong
+// shape is dropped, a count that is not a number reads as 0.
+
+// prelude checks the epoch, reads the clock and defines reclaim, which
+// queues again, at their scopes' heads, up to ARGV[3] requests whose lease
+// expired (their process died, or stopped renewing).
+const prelude = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('LOST the queue is gone') end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function reclaim(n)
+  if n <= 0 then return end
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now, 'LIMIT', 0, n)
+  for _, l in ipairs(gone) do
+    local v = redis.call('HGET', KEYS[5], l)
+    if v and #v > 16 then
+      local sid = string.sub(v, 1, 16)
+      redis.call('LPUSH', ARGV[2] .. sid, string.sub(v, 17))
+      redis.call('HINCRBY', KEYS[3], sid, 1)
+      redis.call('HINCRBY', KEYS[7], 'returned', 1)
+    end
+    redis.call('HDEL', KEYS[5], l)
+    redis.call('ZREM', KEYS[6], l)
+  end
+end
+`
+
+// addScript: ARGV 1 epoch, 2 list prefix, 3 (unused), then per item its
+// scope id, scope, key and record. Returns 1 or 0 per item: added, or seen
+// before.
+var addScript = redis.NewScript(prelude + `
+local out = {}
+for i = 4, #ARGV - 3, 4 do
+  local sid, scope, key, rec = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3]
+  if redis.call('SADD', KEYS[2], key) == 1 then
+    redis.call('RPUSH', ARGV[2] .. sid, rec)
+    redis.call('HINCRBY', KEYS[3], sid, 1)
+    redis.call('HSETNX', KEYS[4], sid, scope)
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+return out
+`)
+
+// takeScript: ARGV 1 epoch, 2 list prefix, 3 how many expired leases to
+// reclaim first, 4 the lease's life in ms, then per ask a scope id and a
+// lease name. Returns per ask the record leased, or false (nil) for none.
+// A lease that exists already (a retry) returns its record, renewed.
+var takeScript = redis.NewScript(prelude + `
+reclaim(tonumber(ARGV[3]) or 0)
+local ttl = tonumber(ARGV[4]) or 0
+local out = {}
+for i = 5, #ARGV - 1, 2 do
+  local sid, lease = ARGV[i], ARGV[i+1]
+  local v = redis.call('HGET', KEYS[5], lease)
+  if v and #v > 16 then
+    redis.call('ZADD', KEYS[6], now + ttl, lease)
+    out[#out + 1] = string.sub(v, 17)
+  else
+    local rec = redis.call('LPOP', ARGV[2] .. sid)
+    if rec then
+      redis.call('HSET', KEYS[5], lease, sid .. rec)
+      redis.call('ZADD', KEYS[6], now + ttl, lease)
+      if redis.call('HINCRBY', KEYS[3], sid, -1) <= 0 then
+        redis.call('HDEL', KEYS[3], sid)
+        if redis.call('LLEN', ARGV[2] .. sid) > 0 then -- a count gone wrong: the list says
+          redis.call('HSET', KEYS[3], sid, redis.call('LLEN', ARGV[2] .. sid))
+        end
+      end
+      out[#out + 1] = rec
+    else
+      redis.call('HDEL', KEYS[3], sid)
+      out[#out + 1] = false
+    end
+  end
+end
+return out
+`)
+
+// doneScript: ARGV 1 epoch, 2 list prefix, 3 (unused), then per end a
+// lease and 1 (failed) or 0. A lease no longer held (reclaimed) is left:
+// its request is queued again.
+var doneScript = redis.NewScript(prelude + `
+for i = 4, #ARGV - 1, 2 do
+  local lease = ARGV[i]
+  local v = redis.call('HGET', KEYS[5], lease)
+  if v and redis.call('ZREM', KEYS[6], lease) == 1 then
+    redis.call('HDEL', KEYS[5], lease)
+    if ARGV[i+1] == '1' then
+      redis.call('HINCRBY', KEYS[7], 'failed', 1)
+    else
+      redis.call('HINCRBY', KEYS[7], 'done', 1)
+    end
+    redis.call('HINCRBY', KEYS[8], string.sub(v, 1, 16), 1)
+  end
+end
+return 1
+`)
+
+// releaseScript: ARGV 1 epoch, 2 list prefix, 3 (unused), then the leases
+// to give back: each still held goes back to its scope's head.
+var releaseScript = redis.NewScript(prelude + `
+for i = 4, #ARGV do
+  local v = redis.call('HGET', KEYS[5], ARGV[i])
+  if v and redis.call('ZREM', KEYS[6], ARGV[i]) == 1 then
+    redis.call('HDEL', KEYS[5], ARGV[i])
+    if #v > 16 then
+      local sid = string.sub(v, 1, 16)
+      redis.call('LPUSH', ARGV[2] .. sid, string.sub(v, 17))
+      redis.call('HINCRBY', KEYS[3], sid, 1)
+    end
+  end
+end
+return 1
+`)
+
+// renewScript: ARGV 1 epoch, 2 list prefix, 3 (unused), 4 the lease's life
+// in ms, then the leases. Only leases still held are renewed.
+var renewScript = redis.NewScript(prelude + `
+local ttl = tonumber(ARGV[4]) or 0
+for i = 5, #ARGV do
+  if redis.call('ZSCORE', KEYS[6], ARGV[i]) then
+    redis.call('ZADD', KEYS[6], 'XX', now + ttl, ARGV[i])
+  end
+end
+return 1
+`)
+
+// countsScript: ARGV 1 epoch, 2 list prefix, 3 how many expired leases
+// to reclaim first. Returns {per scope queued: name, count, ended...},
+// done, failed, returned, leased.
+var countsScript = redis.NewScript(prelude + `
+reclaim(tonumber(ARGV[3]) or 0)
+local c = redis.call('HGETALL', KEYS[3])
+local out = {}
+for i = 1, #c - 1, 2 do
+  out[#out + 1] = redis.call('HGET', KEYS[4], c[i]) or ''
+  out[#out + 1] = c[i + 1]
+  out[#out + 1] = redis.call('HGET', KEYS[8], c[i]) or '0'
+end
+local st = redis.call('HMGET', KEYS[7], 'done', 'failed', 'returned')
+return {out, st[1] or '0', st[2] or '0', st[3] or '0', redis.call('ZCARD', KEYS[6])}
+`)

@@ -1,0 +1,250 @@
+package frontier
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"time"
+)
+
+// A queue with a Shared (Config.Shared) keeps no FIFO of its own: each
+// scope's requests are in the shared store, and the queue holds a window of
+// one request per scope, leased, at the scope's head, as a queue in a file
+// holds one read from the file. Its counts of what is queued are the
+// store's, read every pollEvery (pollScopes), which is also how it learns
+// of the scopes the other processes added. It renews its leases every
+// third of their life; it ends them (done, failed) without waiting, in the
+// background, and keeps trying while the store is down. A store fault
+// never fails a request or loses one: a take that failed is tried again at
+// the next poll, an end that failed is kept and sent again, and a lease
+// that expired meanwhile returns its request to the queue (fetched twice,
+// counted in SharedCounts.Returned).
+
+// pollEvery is how often a queue with a Shared reads the fleet's counts.
+const pollEvery = 250 * time.Millisecond
+
+// sharedCall bounds each call to the store.
+const sharedCall = time.Second
+
+// sharedRetry is how long a failed end or renewal waits before the next
+// try.
+const sharedRetry = time.Second
+
+// sharedBackend is a queue's side of its Shared.
+type sharedBackend struct {
+	sh   Shared
+	ttl  time.Duration
+	fail func(error) // ErrLost: the queue stops
+
+	mu    sync.Mutex
+	held  map[string]struct{} // leases held, at a scope's head or running; guarded by mu
+	ends  []SharedEnd         // to send; guarded by mu
+	busy  bool                // an ends round runs; guarded by mu
+	idle  *sync.Cond          // on mu: broadcast when busy ends
+	down  bool                // the last call failed; guarded by mu
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	close sync.Once
+}
+
+func newSharedBackend(sh Shared, ttl time.Duration, fail func(error)) *sharedBackend {
+	b := &sharedBackend{sh: sh, ttl: ttl, fail: fail, held: map[string]struct{}{}, stop: make(chan struct{})}
+	b.idle = sync.NewCond(&b.mu)
+	b.wg.Go(b.renew)
+	return b
+}
+
+// leaseName is a lease's name: random, unique in the fleet.
+func leaseName() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (b *sharedBackend) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), sharedCall)
+}
+
+// failed notes a call's error: ErrLost stops the queue; another is a
+// fault that passes.
+func (b *sharedBackend) failed(err error) {
+	if errors.Is(err, ErrLost) {
+		b.fail(err)
+	}
+	b.mu.Lock()
+	b.down = err != nil
+	b.mu.Unlock()
+}
+
+// add writes ops' requests to the store; each op learns whether it was
+// added (dup: seen before).
+func (b *sharedBackend) add(scopes []string, ops []*op) error {
+	items := make([]SharedItem, len(ops))
+	for i, o := range ops {
+		items[i] = SharedItem{Scope: scopes[i], Key: o.seen, Record: o.rec}
+	}
+	ctx, cancel := b.ctx()
+	defer cancel()
+	added, err := b.sh.Add(ctx, items)
+	b.failed(err)
+	if err != nil {
+		return err
+	}
+	for i, o := range ops {
+		o.dup = !added[i]
+	}
+	return nil
+}
+
+// take leases the head of each refill's scope; nil items where there was
+// none. On an error nothing is taken (a retry under the same names would
+// return what a lost reply had leased; the names are dropped instead and
+// such leases expire, their requests queued again).
+func (b *sharedBackend) take(refills []refill) ([][]item, error) {
+	asks := make([]SharedAsk, len(refills))
+	for i, r := range refills {
+		asks[i] = SharedAsk{Scope: r.s.key, Lease: leaseName()}
+	}
+	ctx, cancel := b.ctx()
+	defer cancel()
+	got, err := b.sh.Take(ctx, asks, b.ttl)
+	b.failed(err)
+	if err == nil && len(got) != len(asks) {
+		err = errors.New("frontier: the shared store answered a take with the wrong count")
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]item, len(refills))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, g := range got {
+		if g.Record == nil {
+			continue
+		}
+		b.held[asks[i].Lease] = struct{}{}
+		if err := checkRecord(g.Record); err != nil {
+			// not the frontier's record: ended as failed, not handed out
+			delete(b.held, asks[i].Lease)
+			b.ends = append(b.ends, SharedEnd{Lease: asks[i].Lease, Failed: true})
+			continue
+		}
+		out[i] = []item{{rec: g.Record, lease: asks[i].Lease}}
+	}
+	b.startEnds()
+	return out, nil
+}
+
+// end ends a lease in the background.
+func (b *sharedBackend) end(lease string, failed bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.held, lease)
+	b.ends = append(b.ends, SharedEnd{Lease: lease, Failed: failed})
+	b.startEnds()
+}
+
+// startEnds sends the pending ends unless a round runs. Called with mu
+// held.
+func (b *sharedBackend) startEnds() {
+	if b.busy || len(b.ends) == 0 {
+		return
+	}
+	b.busy = true
+	b.wg.Go(b.sendEnds)
+}
+
+// sendEnds sends ends until none is pending, trying again while the store
+// fails, until the queue closes.
+func (b *sharedBackend) sendEnds() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	defer b.idle.Broadcast()
+	for len(b.ends) > 0 {
+		round := b.ends
+		b.ends = nil
+		b.mu.Unlock()
+		ctx, cancel := b.ctx()
+		err := b.sh.Done(ctx, round)
+		cancel()
+		b.failed(err)
+		if err != nil && !errors.Is(err, ErrLost) {
+			select {
+			case <-b.stop:
+				b.mu.Lock()
+				b.busy = false
+				return
+			case <-time.After(sharedRetry):
+			}
+			b.mu.Lock()
+			b.ends = append(round, b.ends...)
+			continue
+		}
+		b.mu.Lock()
+	}
+	b.busy = false
+}
+
+// flush returns once the ends pending now are sent, or the store failed
+// them: a queue that stops is not held by a store that is down.
+func (b *sharedBackend) flush() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.busy && !b.down {
+		b.idle.Wait()
+	}
+}
+
+// renew extends the leases held every third of their life.
+func (b *sharedBackend) renew() {
+	tick := time.NewTicker(b.ttl / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-tick.C:
+		}
+		b.mu.Lock()
+		leases := make([]string, 0, len(b.held))
+		for l := range b.held {
+			leases = append(leases, l)
+		}
+		b.mu.Unlock()
+		ctx, cancel := b.ctx()
+		err := b.sh.Renew(ctx, leases, b.ttl)
+		cancel()
+		b.failed(err)
+	}
+}
+
+// counts reads the fleet's counts.
+func (b *sharedBackend) counts() (SharedCounts, error) {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	c, err := b.sh.Counts(ctx)
+	b.failed(err)
+	return c, err
+}
+
+// shutdown gives back the leases of the requests the queue holds at its
+// scopes' heads (those go back to the heads of their scopes' FIFOs at
+// once, rather than when their leases expire), flushes the ends and stops
+// the goroutines.
+func (b *sharedBackend) shutdown(heads []string) {
+	if len(heads) > 0 {
+		ctx, cancel := b.ctx()
+		b.failed(b.sh.Release(ctx, heads))
+		cancel()
+		b.mu.Lock()
+		for _, l := range heads {
+			delete(b.held, l)
+		}
+		b.mu.Unlock()
+	}
+	b.flush()
+	b.close.Do(func() { close(b.stop) })
+	b.wg.Wait()
+}
