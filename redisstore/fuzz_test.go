@@ -1,42 +1,11 @@
 package redisstore
 
 import (
-	"encoding/binary"
 	"errors"
 	"testing"
-)
 
-// values decodes fuzz bytes into a script reply as go-redis hands it over:
-// int64s, strings, nils and nested lists.
-func values(b []byte, depth int) ([]any, []byte) {
-	var out []any
-	for len(b) > 0 {
-		tag := b[0]
-		b = b[1:]
-		switch tag % 5 {
-		case 0:
-			var n int64
-			if len(b) >= 8 {
-				n, b = int64(binary.LittleEndian.Uint64(b)), b[8:]
-			}
-			out = append(out, n)
-		case 1:
-			n := min(int(tag>>3), len(b))
-			out, b = append(out, string(b[:n])), b[n:]
-		case 2:
-			out = append(out, nil)
-		case 3:
-			if depth < 3 {
-				var sub []any
-				sub, b = values(b, depth+1)
-				out = append(out, sub)
-			}
-		case 4:
-			return out, b
-		}
-	}
-	return out, b
-}
+	"github.com/colly-polite/polite/internal/redistest"
+)
 
 // Any reply, of any shape, is read or refused with ErrReply: never a panic,
 // never a negative wait or pause.
@@ -45,7 +14,7 @@ func FuzzReply(f *testing.F) {
 	f.Add([]byte{0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 1 << 3, '3', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte{3, 0, 255, 255, 255, 255, 255, 255, 255, 255})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		res, _ := values(b, 0)
+		res := redistest.Values(b)
 		g, err := leaseOf(res)
 		if err != nil && !errors.Is(err, ErrReply) {
 			t.Fatalf("acquire: %v is not ErrReply", err)

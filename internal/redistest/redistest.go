@@ -5,6 +5,7 @@
 package redistest
 
 import (
+	"encoding/binary"
 	"sync"
 
 	"context"
@@ -16,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 )
 
 // Server is a real redis-server on a free loopback port, started by a test
@@ -174,4 +175,41 @@ func FakeServer(t testing.TB, answer string) *redis.Client {
 		}
 	})
 	return NewClient(t, l.Addr().String())
+}
+
+// Values decodes fuzz bytes into a script reply as go-redis hands it over:
+// int64s, strings, nils and nested lists (three deep at most).
+func Values(b []byte) []any {
+	v, _ := values(b, 0)
+	return v
+}
+
+func values(b []byte, depth int) ([]any, []byte) {
+	var out []any
+	for len(b) > 0 {
+		tag := b[0]
+		b = b[1:]
+		switch tag % 5 {
+		case 0:
+			var n int64
+			if len(b) >= 8 {
+				n, b = int64(binary.LittleEndian.Uint64(b)), b[8:]
+			}
+			out = append(out, n)
+		case 1:
+			n := min(int(tag>>3), len(b))
+			out, b = append(out, string(b[:n])), b[n:]
+		case 2:
+			out = append(out, nil)
+		case 3:
+			if depth < 3 {
+				var sub []any
+				sub, b = values(b, depth+1)
+				out = append(out, sub)
+			}
+		case 4:
+			return out, b
+		}
+	}
+	return out, b
 }
