@@ -702,7 +702,25 @@ func (f *fleetProcs) start(exe string, cc childConfig) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(exe, workerFlag, string(arg))
+	return f.startArgs(exe, cc.Proc, workerFlag, string(arg))
+}
+
+// allDone reports whether every process has ended.
+func (f *fleetProcs) allDone() bool {
+	for _, p := range f.ps {
+		select {
+		case <-p.done:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// startArgs runs this program with args as fleet process proc.
+func (f *fleetProcs) startArgs(exe string, proc int, args ...string) error {
+	var err error
+	cmd := exec.Command(exe, args...)
 	demo.DieWithParent(cmd)
 	p := &fleetProc{cmd: cmd, out: &capped{max: 64 << 20}, log: &capped{max: 64 << 10}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.log
@@ -710,7 +728,7 @@ func (f *fleetProcs) start(exe string, cc childConfig) error {
 		return err
 	}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("bench: start fleet process %d: %w", cc.Proc, err)
+		return fmt.Errorf("bench: start fleet process %d: %w", proc, err)
 	}
 	go func() { p.err = cmd.Wait(); close(p.done) }()
 	f.ps = append(f.ps, p)

@@ -87,7 +87,10 @@ type childReport struct {
 	// goroutine profile, identical stacks counted once), for whoever
 	// looks for why.
 	Stuck string `json:"stuck_stacks,omitempty"`
-	Err   string `json:"error,omitempty"`
+	// Requeued is, in a shared-frontier crawl, the fleet's count of
+	// requests whose lease expired (frontier.Queue.Requeued).
+	Requeued int    `json:"requeued,omitempty"`
+	Err      string `json:"error,omitempty"`
 }
 
 // requestCount is how a process's requests ended. Started = Answered +

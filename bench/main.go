@@ -199,6 +199,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == crawlWorkerFlag {
+		crawlChildMain(os.Args[2]) // one process of a shared-frontier crawl
+		return
+	}
 	if len(os.Args) == 3 && os.Args[1] == workerFlag {
 		childMain(os.Args[2]) // one process of a fleet cell
 		return
@@ -228,7 +232,25 @@ func main() {
 	faultProcs := flag.Int("fault-procs", 2, "fleet mode: processes in the garbage and slow cells")
 	ceilingProcs := flag.Int("ceiling-procs", 2, "fleet mode: processes in the ceiling cell (b.test alone under Rule.Rate 10/s); 0: no ceiling cell")
 	fleetTimeout := flag.Duration("fleet-timeout", 30*time.Second, "fleet mode: each request's deadline (Colly's request timeout); a request that reaches it is lost")
+	fleetCrawl := flag.String("fleet-crawl", "", "shared-frontier crawl mode: comma-separated process counts, e.g. 1,2,4: S11's whole crawl (-pages pages a host) by that many processes consuming one frontier in Redis")
+	fleetCrawlKill := flag.Bool("fleet-crawl-kill", false, "shared-frontier crawl mode: also a cell of 4 processes whose first is killed (SIGKILL) a third of the way")
+	fleetCrawlThreads := flag.Int("fleet-crawl-threads", 8, "shared-frontier crawl mode: the frontier's threads per process")
 	flag.Parse()
+	if *fleetCrawl != "" {
+		procs, err := parseProcs(*fleetCrawl)
+		if err != nil {
+			log.Fatal(err)
+		}
+		demo.Short(*short, map[string]string{"pages": "20"})
+		if *pages < 1 || *runs < 1 || *fleetCrawlThreads < 1 {
+			log.Fatal("bench: -fleet-crawl needs -pages, -runs and -fleet-crawl-threads of at least 1")
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := fleetCrawlMain(ctx, fleetCrawlConfig{procs: procs, kill: *fleetCrawlKill, pages: *pages, threads: *fleetCrawlThreads,
+			runs: *runs, seed: *seed, timeout: 10 * time.Minute, jsonOut: *jsonOut})
+		stop()
+		os.Exit(code)
+	}
 	if *fleet != "" {
 		procs, err := parseProcs(*fleet)
 		if err != nil {

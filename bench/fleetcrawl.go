@@ -1,0 +1,383 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gocolly/colly/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/colly-polite/polite"
+	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/frontier"
+	"github.com/colly-polite/polite/frontier/redisfrontier"
+	"github.com/colly-polite/polite/internal/demo"
+	"github.com/colly-polite/polite/redisstore"
+	"github.com/colly-polite/polite/testserver"
+)
+
+// The shared-frontier crawl (go run ./bench -fleet-crawl 1,2,4): S11's
+// whole crawl (four hosts of -pages pages and an index each, each with its
+// own hidden capacity, links found as pages are fetched) by N processes
+// consuming one frontier in Redis (frontier/redisfrontier), their sends
+// under one schedule per host (redisstore). With -fleet-crawl-kill, a cell
+// of 4 whose first process is killed (SIGKILL) once a third of the pages
+// are fetched. Each process prints every page it fetched, so the pages of
+// a killed one are counted too. Judged per host: its finish (the last page
+// accepted, from the first request of the crawl) against pages/capacity,
+// every page fetched, and the pages fetched twice.
+
+// fleetCrawlConfig is the crawl mode's settings.
+type fleetCrawlConfig struct {
+	procs   []int
+	kill    bool
+	pages   int
+	threads int
+	runs    int
+	seed    uint64
+	timeout time.Duration // the whole crawl's
+	jsonOut string
+}
+
+// crawlCell is one crawl: its processes and whether one is killed.
+type crawlCell struct {
+	procs int
+	kill  bool
+}
+
+// crawlHostResult is one host of a crawl cell.
+type crawlHostResult struct {
+	Host        string  `json:"host"`
+	Capacity    float64 `json:"capacity"`
+	Pages       int     `json:"pages"` // the index included
+	Fetched     int     `json:"fetched"`
+	Twice       int     `json:"fetched_twice"`        // by the processes' prints
+	ServerTwice int     `json:"accepted_over_pages"` // accepted by the host beyond one per page
+	Missing     int     `json:"missing"`
+	Rejected    int     `json:"rejected"`
+	Accepted    int     `json:"accepted"`
+	IdealS      float64 `json:"ideal_s"` // pages / capacity
+	FinishS     float64 `json:"finish_s"`
+	RejectedPct float64 `json:"rejected_pct"`
+}
+
+// crawlResult is one crawl cell's run.
+type crawlResult struct {
+	Procs    int               `json:"procs"`
+	Killed   bool              `json:"killed"`
+	KilledAt float64           `json:"killed_at_s,omitempty"`
+	Run      int               `json:"run"`
+	TookS    float64           `json:"took_s"`
+	PerProc  []int             `json:"fetched_per_process"`
+	Requeued int               `json:"requeued"` // the fleet's count of leases expired
+	Hosts    []crawlHostResult `json:"hosts"`
+	Err      string            `json:"error,omitempty"`
+}
+
+// crawlChild is a crawl process's configuration.
+type crawlChild struct {
+	Proc    int               `json:"proc"`
+	Redis   string            `json:"redis"`
+	Prefix  string            `json:"prefix"`
+	Hosts   map[string]string `json:"hosts"` // host -> loopback listener
+	Threads int               `json:"threads"`
+	Lease   time.Duration     `json:"lease"`
+}
+
+// crawlWorkerFlag, as the first argument, makes the bench binary one
+// process of a shared-frontier crawl.
+const crawlWorkerFlag = "-fleet-crawl-worker"
+
+// crawlLease is the lease's life in the crawl: what a killed process's
+// requests wait before the others take them.
+const crawlLease = 5 * time.Second
+
+func fleetCrawlMain(ctx context.Context, cfg fleetCrawlConfig) int {
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: -fleet-crawl:", err)
+		return 1
+	}
+	url, rs, err := demo.Redis()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: -fleet-crawl needs Redis (redis-server on PATH, or REDIS_URL):", err)
+		return 1
+	}
+	if rs != nil {
+		defer rs.Close()
+	}
+	var cells []crawlCell
+	for _, n := range cfg.procs {
+		cells = append(cells, crawlCell{procs: n})
+	}
+	if cfg.kill {
+		cells = append(cells, crawlCell{procs: 4, kill: true})
+	}
+	var results []crawlResult
+	failed := false
+	for run := 1; run <= cfg.runs && ctx.Err() == nil; run++ {
+		for _, c := range cells {
+			r, err := runCrawlCell(ctx, cfg, exe, url, c, run)
+			if err != nil {
+				r.Err = err.Error()
+				failed = true
+			}
+			results = append(results, r)
+			fmt.Fprintf(os.Stderr, "  %s\n", r.oneLine())
+		}
+	}
+	printCrawls(os.Stdout, cfg, results)
+	if cfg.jsonOut != "" {
+		doc := map[string]any{"command": "go run ./bench " + strings.Join(os.Args[1:], " "), "date": time.Now().Format(time.RFC3339),
+			"pages": cfg.pages, "threads": cfg.threads, "lease": crawlLease.String(), "results": results}
+		b, _ := json.MarshalIndent(doc, "", "  ")
+		if err := os.WriteFile(cfg.jsonOut, append(b, '\n'), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	if failed || ctx.Err() != nil {
+		return 1
+	}
+	return 0
+}
+
+func runCrawlCell(ctx context.Context, cfg fleetCrawlConfig, exe, redisURL string, c crawlCell, run int) (crawlResult, error) {
+	res := crawlResult{Procs: c.procs, Killed: c.kill, Run: run}
+	hosts := map[string]testserver.Policy{}
+	for _, s := range crawlSites {
+		p := s.policy
+		p.Site = testserver.Site{Pages: cfg.pages}
+		hosts[s.host] = p
+	}
+	srv, err := testserver.New(testserver.Config{Hosts: hosts, Network: testserver.Loopback, Seed: int64(cfg.seed) + int64(run)})
+	if err != nil {
+		return res, err
+	}
+	defer srv.Close()
+	cc := crawlChild{Redis: redisURL, Prefix: fmt.Sprintf("bench-crawl:%d", time.Now().UnixNano()), Hosts: map[string]string{},
+		Threads: cfg.threads, Lease: crawlLease}
+	for h := range hosts {
+		cc.Hosts[h] = strings.TrimPrefix(srv.HostURL(h), "http://")
+	}
+	var fl fleetProcs
+	defer fl.kill()
+	start := srv.Elapsed()
+	for i := range c.procs {
+		cc.Proc = i + 1
+		arg, _ := json.Marshal(cc)
+		if err := fl.startArgs(exe, cc.Proc, crawlWorkerFlag, string(arg)); err != nil {
+			return res, err
+		}
+	}
+	total := len(hosts) * (cfg.pages + 1)
+	deadline := time.Now().Add(cfg.timeout)
+	killed := false
+	for !fl.allDone() && time.Now().Before(deadline) && ctx.Err() == nil {
+		if c.kill && !killed {
+			n := 0
+			for h := range hosts {
+				n += len(srv.Stats(h).Accepted)
+			}
+			if n >= total/3 {
+				_ = fl.ps[0].cmd.Process.Kill()
+				killed, res.KilledAt = true, (srv.Elapsed() - start).Seconds()
+			}
+		}
+		_ = demo.Sleep(ctx, 50*time.Millisecond)
+	}
+	res.TookS = (srv.Elapsed() - start).Seconds()
+	var errs []error
+	if !fl.allDone() {
+		errs = append(errs, fmt.Errorf("bench: the crawl did not end within %v", cfg.timeout))
+	}
+	reports, waitErr := fl.wait(5 * time.Second)
+	for _, r := range reports {
+		res.Requeued = max(res.Requeued, r.Requeued)
+	}
+	if waitErr != nil && !(c.kill && len(reports) == c.procs-1) {
+		errs = append(errs, waitErr)
+	}
+	// every page each process printed, a killed one's included
+	count := map[string]int{}
+	for _, p := range fl.ps {
+		n := 0
+		sc := bufio.NewScanner(bytes.NewReader(p.out.bytes()))
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "fetched "); ok {
+				count[u]++
+				n++
+			}
+		}
+		res.PerProc = append(res.PerProc, n)
+	}
+	for _, s := range crawlSites {
+		st := srv.Stats(s.host)
+		h := crawlHostResult{Host: s.host, Capacity: s.capacity, Pages: cfg.pages + 1, Accepted: len(st.Accepted), Rejected: len(st.Rejected)}
+		base := "http://" + s.host
+		for i := -1; i < cfg.pages; i++ {
+			u := base + "/"
+			if i >= 0 {
+				u = fmt.Sprintf("%s/page/%d", base, i)
+			}
+			switch n := count[u]; {
+			case n == 0:
+				h.Missing++
+			default:
+				h.Fetched++
+				h.Twice += n - 1
+			}
+		}
+		h.ServerTwice = max(h.Accepted-h.Pages, 0)
+		h.IdealS = float64(h.Pages) / s.capacity
+		if len(st.Accepted) > 0 {
+			h.FinishS = (st.Accepted[len(st.Accepted)-1] - start).Seconds()
+		}
+		h.RejectedPct = percent(len(st.Rejected), len(st.Accepted)+len(st.Rejected))
+		res.Hosts = append(res.Hosts, h)
+	}
+	return res, errors.Join(errs...)
+}
+
+func (r crawlResult) oneLine() string {
+	name := fmt.Sprintf("crawl, %d procs", r.Procs)
+	if r.Killed {
+		name += fmt.Sprintf(", one killed at %.1f s", r.KilledAt)
+	}
+	s := fmt.Sprintf("%-32s #%d took %.1f s, fetched per process %v, requeued %d;", name, r.Run, r.TookS, r.PerProc, r.Requeued)
+	for _, h := range r.Hosts {
+		s += fmt.Sprintf(" %s %.1f s of %.1f (missing %d, twice %d, accepted over pages %d, rejected %.2f %%)", h.Host, h.FinishS, h.IdealS, h.Missing, h.Twice, h.ServerTwice, h.RejectedPct)
+	}
+	if r.Err != "" {
+		s += " ERROR " + r.Err
+	}
+	return s
+}
+
+// printCrawls prints the crawl cells' table: per cell and host, the finish
+// over the runs (median and latest) against the ideal and its target.
+func printCrawls(out *os.File, cfg fleetCrawlConfig, rs []crawlResult) {
+	fmt.Fprintf(out, "\nShared-frontier crawl: %d pages and the index on each of %d hosts, %d threads per process, leases of %v, %d run(s)\n",
+		cfg.pages, len(crawlSites), cfg.threads, crawlLease, cfg.runs)
+	fmt.Fprintln(out, "| cell | host | ideal | finish, median | latest | target | missing | fetched twice, most | accepted over pages, most | rejected, worst |")
+	fmt.Fprintln(out, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+	type key struct {
+		procs  int
+		killed bool
+	}
+	var keys []key
+	by := map[key][]crawlResult{}
+	for _, r := range rs {
+		k := key{r.Procs, r.Killed}
+		if by[k] == nil {
+			keys = append(keys, k)
+		}
+		by[k] = append(by[k], r)
+	}
+	for _, k := range keys {
+		name := fmt.Sprintf("%d procs", k.procs)
+		if k.killed {
+			name += ", one killed"
+		}
+		for i, s := range crawlSites {
+			var fin []float64
+			missing, twice, over, rej := 0, 0, 0, 0.0
+			var ideal float64
+			for _, r := range by[k] {
+				if i >= len(r.Hosts) {
+					continue
+				}
+				h := r.Hosts[i]
+				fin = append(fin, h.FinishS)
+				missing += h.Missing
+				twice = max(twice, h.Twice)
+				over = max(over, h.ServerTwice)
+				rej = math.Max(rej, h.RejectedPct)
+				ideal = h.IdealS
+			}
+			if len(fin) == 0 {
+				continue
+			}
+			sort.Float64s(fin)
+			target := ideal + 2
+			if k.killed {
+				target += crawlLease.Seconds()
+			}
+			fmt.Fprintf(out, "| %s | %s | %.1f s | %.1f s | %.1f s | %.1f s | %d | %d | %d | %.2f %% |\n",
+				name, s.host, ideal, fin[len(fin)/2], slices.Max(fin), target, missing, twice, over, rej)
+		}
+	}
+}
+
+// crawlChildMain is one process of a shared-frontier crawl: it adds each
+// host's index (the others' adds are ErrSeen), runs the shared queue until
+// the fleet's is empty, printing each page it fetched, then its report.
+func crawlChildMain(arg string) {
+	var cfg crawlChild
+	rep := childReport{Sends: map[string]int{}, Calls: map[string]int{}}
+	err := json.Unmarshal([]byte(arg), &cfg)
+	if err == nil {
+		rep.Proc = cfg.Proc
+		err = crawlShared(cfg, &rep)
+	}
+	if err != nil {
+		rep.Err = err.Error()
+	}
+	out, _ := json.Marshal(rep)
+	os.Stdout.Write(append(out, '\n'))
+	if err != nil {
+		os.Exit(1)
+	}
+}
+
+func crawlShared(cfg crawlChild, rep *childReport) error {
+	ctx, cancel := demo.ParentGone(context.Background())
+	defer cancel()
+	redis.SetLogger(quietRedis{})
+	opt, err := redis.ParseURL(cfg.Redis)
+	if err != nil {
+		return err
+	}
+	opt.ContextTimeoutEnabled, opt.MaxRetries, opt.DialerRetries = true, -1, 1
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	sh, err := redisfrontier.New(ctx, rdb, redisfrontier.Options{Prefix: cfg.Prefix})
+	if err != nil {
+		return err
+	}
+	c := colly.NewCollector(colly.StdlibContext(ctx))
+	c.WithTransport(loopbackTransport(cfg.Hosts))
+	ctrl := adaptive.Attach(c, polite.Config{Robots: new(false), Store: redisstore.New(rdb, redisstore.Options{Prefix: cfg.Prefix + "-fleet"})})
+	defer ctrl.Close()
+	q, err := frontier.New(ctrl, frontier.Config{Threads: cfg.Threads, Shared: sh, LeaseTTL: cfg.Lease})
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	var mu sync.Mutex
+	c.OnHTML("a[href]", func(e *colly.HTMLElement) { _ = q.AddLink(e.Request, e.Attr("href")) })
+	c.OnResponse(func(r *colly.Response) {
+		mu.Lock()
+		fmt.Fprintf(os.Stdout, "fetched %s\n", r.Request.URL) // at once: a process killed has printed what it fetched
+		mu.Unlock()
+	})
+	for h := range cfg.Hosts {
+		if err := q.AddURL("http://" + h + "/"); err != nil && !errors.Is(err, frontier.ErrSeen) {
+			return err
+		}
+	}
+	err = q.Run(c)
+	rep.Requeued = q.Requeued()
+	return err
+}
