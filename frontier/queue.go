@@ -120,6 +120,7 @@ type Queue struct {
 	refills []refill            // guarded by mu: scopes of a file whose window is to be read
 	seen    map[uint64]struct{} // guarded by mu: without a file, a hash of every request added
 	fleet   fleetView           // guarded by mu: with a Shared, the fleet's counts
+	adds    uint64              // guarded by mu: with a Shared, counts the adds that reached the store
 	seed    maphash.Seed
 
 	robotsAhead int                       // the bound on robots.txt fetches ahead
@@ -269,8 +270,10 @@ func (q *Queue) Requeued() int {
 	return q.requeued
 }
 
-// Close releases the queue's file, after Run has returned. A queue in
-// memory only has nothing to release. Close is idempotent.
+// Close releases the queue's file, after Run has returned; a queue with a
+// Shared stops renewing its leases and sends the ends it has not sent
+// yet. A queue in memory only has nothing to release. Close is
+// idempotent.
 func (q *Queue) Close() error {
 	q.mu.Lock()
 	if q.active {
@@ -279,20 +282,12 @@ func (q *Queue) Close() error {
 	}
 	was := q.closed
 	q.closed = true
-	var heads []string
-	for _, s := range q.subs {
-		for _, it := range s.items {
-			if it.lease != "" {
-				heads = append(heads, it.lease)
-			}
-		}
-	}
 	q.mu.Unlock()
 	if was {
 		return nil
 	}
 	if q.sh != nil {
-		q.sh.shutdown(heads)
+		q.sh.shutdown(q.takeHeads()) // none after a Run, which gives them back
 		return nil
 	}
 	if q.st == nil {
@@ -547,6 +542,7 @@ func (q *Queue) addShared(ops []*op) error {
 		q.size++
 		q.refill(s)
 	}
+	q.adds++
 	q.mu.Unlock()
 	q.nudge()
 	if ops[0].dup {
@@ -574,6 +570,27 @@ func (q *Queue) refill(s *sub) {
 	}
 }
 
+// takeHeads empties the windows of a queue with a Shared, their requests
+// counted as queued again, and returns their leases.
+func (q *Queue) takeHeads() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var heads []string
+	for _, s := range q.subs {
+		for _, it := range s.items {
+			if it.lease != "" {
+				heads = append(heads, it.lease)
+				s.disk++
+			}
+		}
+		s.items = nil
+		if s.idx >= 0 {
+			heap.Remove(&q.due, s.idx)
+		}
+	}
+	return heads
+}
+
 // fleetView is what a queue with a Shared knows of the fleet's queue.
 type fleetView struct {
 	c     SharedCounts
@@ -592,7 +609,15 @@ type fleetScope struct {
 // pollShared reads the fleet's counts into the queue: each scope's queued
 // count (new scopes included), a refill for each whose window is empty,
 // the fleet's totals and rates.
+//
+// The counts are as of the call's start: an add that this process made
+// while the call ran may be missing from them, so then they lower no
+// count and end no run (fleetIdle).
 func (q *Queue) pollShared() error {
+	q.mu.Lock()
+	adds := q.adds
+	q.mu.Unlock()
+	asked := time.Now()
 	c, err := q.sh.counts()
 	if err != nil {
 		return fmt.Errorf("frontier: the shared queue: %w", err)
@@ -600,6 +625,7 @@ func (q *Queue) pollShared() error {
 	now := time.Now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	raced := q.adds != adds
 	f := &q.fleet
 	if f.scopes == nil {
 		f.scopes = map[string]*fleetScope{}
@@ -609,13 +635,14 @@ func (q *Queue) pollShared() error {
 		f.meter.addN(now, float64(ended-f.ended))
 	}
 	f.meter.begin(now)
-	f.c, f.at, f.ended = c, now, ended
+	f.c, f.ended = c, ended
+	if !raced {
+		f.at = asked
+	}
 	size := 0
 	for key, s := range q.subs {
-		sc, ok := c.Scopes[key]
-		s.disk = sc.Queued
-		if !ok {
-			s.disk = 0
+		if !raced || c.Scopes[key].Queued > s.disk {
+			s.disk = c.Scopes[key].Queued
 		}
 		size += len(s.items) + s.disk
 		q.refill(s)
@@ -649,8 +676,13 @@ func (q *Queue) pollShared() error {
 
 // fleetIdle reports whether the fleet's queue, as last read, is empty with
 // nothing leased. Called with mu held.
+//
+// The leases of this process's own ends not sent yet (the store is away)
+// do not count: nothing of them runs, and a run that waited for a store
+// down to take them would not end; if they expire, their requests are
+// queued again (Requeued).
 func (q *Queue) fleetIdle() bool {
-	return !q.fleet.at.IsZero() && q.fleet.c.Queued == 0 && q.fleet.c.Leased == 0
+	return !q.fleet.at.IsZero() && q.fleet.c.Queued == 0 && q.fleet.c.Leased <= q.sh.unsent()
 }
 
 // usable is why the queue cannot be used, or nil. Called with mu held.
@@ -1001,6 +1033,10 @@ func (q *Queue) Run(c *colly.Collector) error {
 		q.st.flush() // what Run did is in the file when it returns
 	}
 	if q.sh != nil {
+		// the heads this process holds go back to the fleet: a process
+		// that stopped must not hold them (nor keep the others' runs
+		// from ending)
+		q.sh.release(q.takeHeads())
 		q.sh.flush()
 	}
 	q.mu.Lock()
@@ -1136,6 +1172,21 @@ func (q *Queue) next(now time.Time) (job, time.Time, bool) {
 			return job{}, s.at, false
 		}
 		it, err := s.items[0].decoded()
+		if err != nil && q.sh != nil && s.items[0].lease != "" {
+			// a record of the shared queue that does not decode (another
+			// program's, another version's): failed, not handed out, and
+			// not this process's to stop for
+			q.sh.end(s.items[0].lease, true)
+			s.items[0] = item{}
+			s.items = s.items[1:]
+			q.size--
+			q.failed++
+			heap.Remove(&q.due, s.idx)
+			q.refill(s)
+			q.schedule(s)
+			q.forget(s)
+			continue
+		}
 		if err != nil { // its checksum held when it was read: a bad record, or memory went wrong
 			q.err, q.stopped = fmt.Errorf("%w: %v", ErrCorrupt, err), true
 			return job{}, time.Time{}, false

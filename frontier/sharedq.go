@@ -41,6 +41,7 @@ type sharedBackend struct {
 	mu    sync.Mutex
 	held  map[string]struct{} // leases held, at a scope's head or running; guarded by mu
 	ends  []SharedEnd         // to send; guarded by mu
+	sent  int                 // ends in the round being sent; guarded by mu
 	busy  bool                // an ends round runs; guarded by mu
 	idle  *sync.Cond          // on mu: broadcast when busy ends
 	down  bool                // the last call failed; guarded by mu
@@ -76,27 +77,56 @@ func (b *sharedBackend) failed(err error) {
 	b.mu.Lock()
 	b.down = err != nil
 	b.mu.Unlock()
+	if err != nil {
+		b.idle.Broadcast() // a flush does not wait for a store that is down
+	}
 }
 
 // add writes ops' requests to the store; each op learns whether it was
 // added (dup: seen before).
+//
+// A fault is tried again, addTries times a second apart (a link found on
+// a page is lost if its add fails: the page's lease ends done): an add
+// whose reply was lost may have been applied, so after a failed try a
+// request the store says it has seen counts as added by this call.
 func (b *sharedBackend) add(scopes []string, ops []*op) error {
 	items := make([]SharedItem, len(ops))
 	for i, o := range ops {
 		items[i] = SharedItem{Scope: scopes[i], Key: o.seen, Record: o.rec}
 	}
-	ctx, cancel := b.ctx()
-	defer cancel()
-	added, err := b.sh.Add(ctx, items)
-	b.failed(err)
-	if err != nil {
-		return err
+	var err error
+	for try := range addTries {
+		if try > 0 {
+			select {
+			case <-b.stop:
+				return err
+			case <-time.After(sharedRetry):
+			}
+		}
+		// a bound that grows with the batch: a large AddURLs is no fault
+		ctx, cancel := context.WithTimeout(context.Background(), sharedCall+time.Duration(len(items))*time.Millisecond)
+		var added []bool
+		added, err = b.sh.Add(ctx, items)
+		cancel()
+		if err == nil && len(added) != len(items) {
+			err = errors.New("frontier: the shared store answered an add with the wrong count")
+		}
+		b.failed(err)
+		if err == nil {
+			for i, o := range ops {
+				o.dup = !added[i] && try == 0
+			}
+			return nil
+		}
+		if errors.Is(err, ErrLost) {
+			return err
+		}
 	}
-	for i, o := range ops {
-		o.dup = !added[i]
-	}
-	return nil
+	return err
 }
+
+// addTries is how many times an add is tried.
+const addTries = 5
 
 // take leases the head of each refill's scope; nil items where there was
 // none. On an error nothing is taken (a retry under the same names would
@@ -127,7 +157,6 @@ func (b *sharedBackend) take(refills []refill) ([][]item, error) {
 		b.held[asks[i].Lease] = struct{}{}
 		if err := checkRecord(g.Record); err != nil {
 			// not the frontier's record: ended as failed, not handed out
-			delete(b.held, asks[i].Lease)
 			b.ends = append(b.ends, SharedEnd{Lease: asks[i].Lease, Failed: true})
 			continue
 		}
@@ -137,11 +166,11 @@ func (b *sharedBackend) take(refills []refill) ([][]item, error) {
 	return out, nil
 }
 
-// end ends a lease in the background.
+// end ends a lease in the background; it stays held (renewed) until the
+// store has the end.
 func (b *sharedBackend) end(lease string, failed bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.held, lease)
 	b.ends = append(b.ends, SharedEnd{Lease: lease, Failed: failed})
 	b.startEnds()
 }
@@ -164,27 +193,44 @@ func (b *sharedBackend) sendEnds() {
 	defer b.idle.Broadcast()
 	for len(b.ends) > 0 {
 		round := b.ends
-		b.ends = nil
+		b.ends, b.sent = nil, len(round)
 		b.mu.Unlock()
 		ctx, cancel := b.ctx()
 		err := b.sh.Done(ctx, round)
 		cancel()
 		b.failed(err)
 		if err != nil && !errors.Is(err, ErrLost) {
+			stopped := false
 			select {
 			case <-b.stop:
-				b.mu.Lock()
-				b.busy = false
-				return
+				stopped = true
 			case <-time.After(sharedRetry):
 			}
 			b.mu.Lock()
-			b.ends = append(round, b.ends...)
+			b.ends, b.sent = append(round, b.ends...), 0
+			if stopped {
+				// closed with the store away: these leases expire and
+				// their requests are queued again (counted, fetched twice)
+				b.busy = false
+				return
+			}
 			continue
 		}
 		b.mu.Lock()
+		b.sent = 0
+		for _, e := range round {
+			delete(b.held, e.Lease)
+		}
 	}
 	b.busy = false
+}
+
+// unsent is how many of this process's ends the store does not have yet:
+// their leases are still in the fleet's count of leased requests.
+func (b *sharedBackend) unsent() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.ends) + b.sent
 }
 
 // flush returns once the ends pending now are sent, or the store failed
@@ -234,17 +280,33 @@ func (b *sharedBackend) counts() (SharedCounts, error) {
 // once, rather than when their leases expire), flushes the ends and stops
 // the goroutines.
 func (b *sharedBackend) shutdown(heads []string) {
-	if len(heads) > 0 {
-		ctx, cancel := b.ctx()
-		b.failed(b.sh.Release(ctx, heads))
-		cancel()
-		b.mu.Lock()
-		for _, l := range heads {
-			delete(b.held, l)
-		}
-		b.mu.Unlock()
-	}
+	b.release(heads)
 	b.flush()
 	b.close.Do(func() { close(b.stop) })
 	b.wg.Wait()
+	// a last try for the ends a store that was away did not take
+	b.mu.Lock()
+	ends := b.ends
+	b.ends = nil
+	b.mu.Unlock()
+	if len(ends) > 0 {
+		ctx, cancel := b.ctx()
+		b.failed(b.sh.Done(ctx, ends))
+		cancel()
+	}
+}
+
+// release gives back the leases of requests held at scopes' heads.
+func (b *sharedBackend) release(heads []string) {
+	if len(heads) == 0 {
+		return
+	}
+	ctx, cancel := b.ctx()
+	b.failed(b.sh.Release(ctx, heads))
+	cancel()
+	b.mu.Lock()
+	for _, l := range heads {
+		delete(b.held, l)
+	}
+	b.mu.Unlock()
 }

@@ -2,8 +2,10 @@ package redisfrontier_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -248,4 +250,117 @@ func TestLeasesRenewedWhileHeld(t *testing.T) {
 	assert.Equal(t, 7, len(st.Accepted))
 	assert.Equal(t, 7, st.Requests, "no page twice")
 	assert.Zero(t, p.q.Requeued(), "no lease expired")
+}
+
+// flaky is a Shared whose calls fail as told.
+type flaky struct {
+	*redisfrontier.Frontier
+	addFails  atomic.Int32 // the next adds that fail (after the store applied them)
+	doneFails atomic.Bool  // every Done fails
+}
+
+var errFlaky = errors.New("flaky: a fault")
+
+func (f *flaky) Add(ctx context.Context, items []frontier.SharedItem) ([]bool, error) {
+	added, err := f.Frontier.Add(ctx, items)
+	if f.addFails.Add(-1) >= 0 {
+		return nil, errFlaky // applied, but the reply was lost
+	}
+	return added, err
+}
+
+func (f *flaky) Done(ctx context.Context, ends []frontier.SharedEnd) error {
+	if f.doneFails.Load() {
+		return errFlaky
+	}
+	return f.Frontier.Done(ctx, ends)
+}
+
+// An add whose reply is lost is tried again (a link found on a page is
+// lost otherwise), and the request it had already added counts as added.
+// A Close while every end fails returns anyway.
+func TestFaultsOfTheStore(t *testing.T) {
+	rs := redistest.Start(t)
+	rdb := rs.Client(t)
+	srv := site(t, 5, "a.test")
+	sh, err := redisfrontier.New(context.Background(), rdb, redisfrontier.Options{Prefix: "flaky"})
+	require.NoError(t, err)
+	fl := &flaky{Frontier: sh}
+	c := colly.NewCollector()
+	c.WithTransport(srv.Transport())
+	ctrl := adaptive.Attach(c, polite.Config{Robots: new(false)})
+	q, err := frontier.New(ctrl, frontier.Config{Threads: 2, Shared: fl})
+	require.NoError(t, err)
+	fl.addFails.Store(2)
+	require.NoError(t, q.AddURL(srv.HostURL("a.test")+"/page/1"), "tried again, and not ErrSeen")
+	assert.Equal(t, 1, q.Size())
+	require.NoError(t, q.Run(c))
+	assert.Equal(t, 1, len(srv.Stats("a.test").Accepted))
+	fl.doneFails.Store(true)
+	require.NoError(t, q.AddURL(srv.HostURL("a.test")+"/page/2"))
+	done := make(chan struct{})
+	go func() {
+		_ = q.Run(c) // its end cannot reach the store
+		_ = q.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run and Close hang while the store fails every end")
+	}
+	_ = ctrl.Close()
+}
+
+// A process that stops gives the heads it holds back when its Run
+// returns: another process takes them, and its Run ends.
+func TestStoppedProcessHoldsNothing(t *testing.T) {
+	rs := redistest.Start(t)
+	rdb := rs.Client(t)
+	const pages = 30
+	srv := site(t, pages, "a.test", "b.test")
+	a := newProcess(t, srv, rdb, "stopped", frontier.Config{Threads: 2})
+	b := newProcess(t, srv, rdb, "stopped", frontier.Config{Threads: 2})
+	require.NoError(t, a.q.AddURL(srv.HostURL("a.test")+"/"))
+	require.NoError(t, a.q.AddURL(srv.HostURL("b.test")+"/"))
+	a.c.OnResponse(func(*colly.Response) {
+		if a.fetched.Load() == 10 {
+			a.q.Stop()
+		}
+	})
+	require.NoError(t, a.q.Run(a.c))
+	done := make(chan error, 1)
+	go func() { done <- b.q.Run(b.c) }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("b's Run did not end: a still holds requests")
+	}
+	for _, h := range []string{"a.test", "b.test"} {
+		assert.Equal(t, pages+1, len(srv.Stats(h).Accepted), h)
+	}
+	assert.Zero(t, b.q.Requeued(), "given back, not expired")
+}
+
+// A record of the shared queue that does not decode (another program's)
+// fails, and the crawl goes on.
+func TestBadRecordFails(t *testing.T) {
+	rs := redistest.Start(t)
+	rdb := rs.Client(t)
+	srv := site(t, 3, "a.test")
+	p := newProcess(t, srv, rdb, "bad", frontier.Config{Threads: 1})
+	sh, err := redisfrontier.New(context.Background(), rdb, redisfrontier.Options{Prefix: "bad"})
+	require.NoError(t, err)
+	// a plain record (format 2, a checksum that holds) with a depth
+	// beyond any: it passes the read's check and fails to decode
+	payload := append(binary.AppendUvarint(nil, 1<<40), "http://a.test/"...)
+	rec := binary.BigEndian.AppendUint32([]byte{2}, crc32.ChecksumIEEE(payload))
+	_, err = sh.Add(context.Background(), []frontier.SharedItem{{Scope: "a.test", Key: []byte("bad"), Record: append(rec, payload...)}})
+	require.NoError(t, err)
+	require.NoError(t, p.q.AddURL(srv.HostURL("a.test")+"/page/1"))
+	require.NoError(t, p.q.Run(p.c))
+	// the three pages (they link to each other), not the bad record's "/"
+	assert.Equal(t, 3, len(srv.Stats("a.test").Accepted))
+	assert.Equal(t, 1, p.q.Progress().Failed)
 }
