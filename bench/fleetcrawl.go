@@ -62,7 +62,7 @@ type crawlHostResult struct {
 	Capacity    float64 `json:"capacity"`
 	Pages       int     `json:"pages"` // the index included
 	Fetched     int     `json:"fetched"`
-	Twice       int     `json:"fetched_twice"`        // by the processes' prints
+	Twice       int     `json:"fetched_twice"`       // by the processes' prints
 	ServerTwice int     `json:"accepted_over_pages"` // accepted by the host beyond one per page
 	Missing     int     `json:"missing"`
 	Rejected    int     `json:"rejected"`
