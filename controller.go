@@ -250,7 +250,7 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 		p := Permit{c: c, s: s, key: cl.key, t: t}
 		if s.dead {
 			// evicted between lookup and acquire: give the slot back, retry
-			s.untake(p.t)
+			s.untake(p.t, c.now())
 			continue
 		}
 		if c.fleet != nil {
@@ -259,7 +259,7 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 			if err != nil {
 				// the slot goes back; on ErrAgain (a pause the fleet
 				// shared voided the slot, or the store failed) ask again
-				s.untake(p.t)
+				s.untake(p.t, c.now())
 				c.notify(cl.key)
 				if err == fleetclient.ErrAgain {
 					continue

@@ -112,11 +112,16 @@ func (c *core) unpark(now time.Duration) {
 	c.pace.b.Resume(now)
 }
 
-// untake gives back a send granted but not made: its slot in flight, and
-// its slot in the schedule (the next send may take it).
-func (c *core) untake(t stamp) {
+// untake gives back at now a send granted but not made: its slot in
+// flight and, if its moment is not past (within an interval of when it
+// was granted), its slot in the schedule, which the next send may take. A
+// slot given back after a long wait (a store call that timed out) would
+// let the sends that waited with it go at once, above the rate.
+func (c *core) untake(t stamp, now time.Duration) {
 	c.inflight--
-	c.pace.b.Untake()
+	if now-t.Sent < sat.Interval(c.pace.rate()) {
+		c.pace.b.Untake()
+	}
 	if t.probe {
 		c.gate.probeOut = false
 	}

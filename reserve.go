@@ -37,7 +37,7 @@ func (c *Controller) cancelReservation(s *scope, key string, id uint64) {
 	if len(s.reservations) == 0 {
 		s.reservations = nil
 	}
-	s.core.untake(t)
+	s.core.untake(t, c.now())
 	s.queue.nudgeHead()
 	s.mu.Unlock()
 	c.notify(key)
@@ -130,7 +130,7 @@ func (s *scope) useReservation(now, maxPause time.Duration) (stamp, bool) {
 		s.reservations = nil
 	}
 	if _, refused := s.core.refusal(now, maxPause); refused || s.core.paused(now) {
-		s.core.untake(cl.t)
+		s.core.untake(cl.t, now)
 		return stamp{}, false
 	}
 	cl.t.Sent = now // it goes out now, not when it was reserved

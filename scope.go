@@ -234,9 +234,9 @@ func (s *scope) record(c *Controller, now time.Duration, t stamp, o *outcome, tr
 
 // untake gives back a slot granted but not used (the scope was evicted
 // meanwhile, or a shared pause started): no outcome is recorded.
-func (s *scope) untake(t stamp) {
+func (s *scope) untake(t stamp, now time.Duration) {
 	s.mu.Lock()
-	s.core.untake(t)
+	s.core.untake(t, now)
 	s.queue.nudgeHead()
 	s.mu.Unlock()
 }
