@@ -23,11 +23,13 @@ import (
 // d, each with its own controller and the given store (nil: none) and 10
 // workers, and returns the host's statistics.
 func fleetCrawl(t *testing.T, n int, store fleet.Store, p testserver.Policy, d time.Duration, opts ...polite.Config) testserver.Stats {
-	return fleetCrawlWith(t, n, 10, store, p, d, opts...)
+	return fleetCrawlWith(t, n, 10, store, p, d, nil, opts...)
 }
 
-// fleetCrawlWith is fleetCrawl with workers goroutines per collector.
-func fleetCrawlWith(t *testing.T, n, workers int, store fleet.Store, p testserver.Policy, d time.Duration, opts ...polite.Config) testserver.Stats {
+// fleetCrawlWith is fleetCrawl with workers goroutines per collector;
+// during, if not nil, runs in the test's bubble once they have started
+// (to set up the store's faults on its clock).
+func fleetCrawlWith(t *testing.T, n, workers int, store fleet.Store, p testserver.Policy, d time.Duration, during func(), opts ...polite.Config) testserver.Stats {
 	t.Helper()
 	var st testserver.Stats
 	synctest.Test(t, func(t *testing.T) {
@@ -43,6 +45,9 @@ func fleetCrawlWith(t *testing.T, n, workers int, store fleet.Store, p testserve
 			t.Cleanup(func() { assertIdle(t, ctrl); _ = ctrl.Close() })
 			c := newCollectorWith(t, srv, ctrl)
 			wg.Go(func() { crawl(t, c, workers, d, srv.HostURL("a.test")) })
+		}
+		if during != nil {
+			during()
 		}
 		wg.Wait()
 		st = srv.Stats("a.test")
@@ -79,22 +84,10 @@ func TestFleetIsOneClient(t *testing.T) {
 func TestFleetStoreDownKeepsEverySecond(t *testing.T) {
 	store := &failingStore{}
 	p := testserver.Policy{Latency: testserver.Latency{Base: 50 * time.Millisecond}}
-	var st testserver.Stats
-	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.NewTest(t, oneHost(p))
-		var wg sync.WaitGroup
-		for i := range 4 {
-			ctrl, err := polite.New(polite.Config{Robots: new(false), JitterSeed: uint64(i + 1), Store: store, Default: polite.Rule{Rate: 10}})
-			require.NoError(t, err)
-			t.Cleanup(func() { assertIdle(t, ctrl); _ = ctrl.Close() })
-			c := newCollectorWith(t, srv, ctrl)
-			wg.Go(func() { crawl(t, c, 6, 40*time.Second, srv.HostURL("a.test")) })
-		}
+	st := fleetCrawlWith(t, 4, 6, store, p, 40*time.Second, func() {
 		time.AfterFunc(10*time.Second, func() { store.broken.Store(true) })
 		time.AfterFunc(30*time.Second, func() { store.broken.Store(false) })
-		wg.Wait()
-		st = srv.Stats("a.test")
-	})
+	}, polite.Config{Default: polite.Rule{Rate: 10}})
 	most, sum := 0, 0
 	for from := 12 * time.Second; from < 30*time.Second; from += 100 * time.Millisecond {
 		n := window(st, from, from+time.Second)
@@ -145,22 +138,10 @@ func (f *slowStore) Return(ctx context.Context, r fleet.Return) (fleet.Settlemen
 func TestFleetSlowStoreKeepsEverySecond(t *testing.T) {
 	store := &slowStore{}
 	p := testserver.Policy{Latency: testserver.Latency{Base: 50 * time.Millisecond}}
-	var st testserver.Stats
-	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.NewTest(t, oneHost(p))
-		var wg sync.WaitGroup
-		for i := range 2 {
-			ctrl, err := polite.New(polite.Config{Robots: new(false), JitterSeed: uint64(i + 1), Store: store, Default: polite.Rule{Rate: 10}})
-			require.NoError(t, err)
-			t.Cleanup(func() { assertIdle(t, ctrl); _ = ctrl.Close() })
-			c := newCollectorWith(t, srv, ctrl)
-			wg.Go(func() { crawl(t, c, 6, 30*time.Second, srv.HostURL("a.test")) })
-		}
+	st := fleetCrawlWith(t, 2, 6, store, p, 30*time.Second, func() {
 		time.AfterFunc(10*time.Second, func() { store.slow.Store(true) })
 		time.AfterFunc(16*time.Second, func() { store.slow.Store(false) })
-		wg.Wait()
-		st = srv.Stats("a.test")
-	})
+	}, polite.Config{Default: polite.Rule{Rate: 10}})
 	most := 0
 	for from := 8 * time.Second; from < 26*time.Second; from += 100 * time.Millisecond {
 		most = max(most, window(st, from, from+time.Second))
@@ -181,7 +162,7 @@ func TestFleetSlowStoreKeepsEverySecond(t *testing.T) {
 func TestFleetSlowStartFindsTheCapacity(t *testing.T) {
 	p := testserver.Policy{Limit: fixedWindow(20), Latency: testserver.Latency{Base: 100 * time.Millisecond}}
 	for i := range 6 {
-		st := fleetCrawlWith(t, 8, 6, &fleet.MemoryStore{}, p, 20*time.Second)
+		st := fleetCrawlWith(t, 8, 6, &fleet.MemoryStore{}, p, 20*time.Second, nil)
 		good := float64(window(st, 5*time.Second, 20*time.Second)) / 15
 		t.Logf("fleet %d: accepted %.2f/s of 20 over 5-20 s, 429s %d", i, good, st.ByStatus[429])
 		assert.GreaterOrEqual(t, good, 12.0, "fleet %d", i)
@@ -233,36 +214,25 @@ func (f *failingStore) Return(ctx context.Context, r fleet.Return) (fleet.Settle
 func TestFleetStoreDownFallsBackToAShare(t *testing.T) {
 	store := &failingStore{}
 	p := testserver.Policy{Latency: testserver.Latency{Base: 50 * time.Millisecond}}
-	var st testserver.Stats
-	synctest.Test(t, func(t *testing.T) {
-		srv := testserver.NewTest(t, oneHost(p))
-		var wg sync.WaitGroup
-		for i := range 3 {
-			ctrl, err := polite.New(polite.Config{Robots: new(false), JitterSeed: uint64(i + 1), Store: store, Default: polite.Rule{Rate: 6}})
-			require.NoError(t, err)
-			t.Cleanup(func() { assertIdle(t, ctrl); _ = ctrl.Close() })
-			c := newCollectorWith(t, srv, ctrl)
-			wg.Go(func() { crawl(t, c, 10, 50*time.Second, srv.HostURL("a.test")) })
-		}
-		// written by timer goroutines, read after wg.Wait: atomics, as no
-		// other edge orders them
-		var atBreak, atRepair, atBack atomic.Int64
+	// written by timer goroutines, read after the crawl: atomics, as no
+	// other edge orders them
+	var atBreak, atRepair, atBack, atEnd atomic.Int64
+	st := fleetCrawlWith(t, 3, 10, store, p, 50*time.Second, func() {
 		time.AfterFunc(20*time.Second, func() { atBreak.Store(store.calls.Load()); store.broken.Store(true) })
 		time.AfterFunc(40*time.Second, func() { atRepair.Store(store.calls.Load()); store.broken.Store(false) })
 		time.AfterFunc(45*time.Second, func() { atBack.Store(store.calls.Load()) })
-		wg.Wait()
-		st = srv.Stats("a.test")
-		// while down, each process tries the store again after 1 s, then
-		// every 2 s (the failing call and 10 tries in 20 s, one more for
-		// calls under way together), not on every send
-		down := atRepair.Load() - atBreak.Load()
-		t.Logf("store calls in the 20 s it was down: %d (sends: %d)", down, window(st, 20*time.Second, 40*time.Second))
-		assert.LessOrEqual(t, down, int64(3*12))
-		// back within 2 s: from 42 s on, every send asks the store again
-		back := store.calls.Load() - atBack.Load()
-		t.Logf("store calls from 45 s to 50 s: %d (sends: %d)", back, window(st, 45*time.Second, 50*time.Second))
-		assert.GreaterOrEqual(t, back, int64(window(st, 45*time.Second, 50*time.Second)))
-	})
+		time.AfterFunc(50*time.Second, func() { atEnd.Store(store.calls.Load()) })
+	}, polite.Config{Default: polite.Rule{Rate: 6}})
+	// while down, each process tries the store again after 1 s, then
+	// every 2 s (the failing call and 10 tries in 20 s, one more for
+	// calls under way together), not on every send
+	down := atRepair.Load() - atBreak.Load()
+	t.Logf("store calls in the 20 s it was down: %d (sends: %d)", down, window(st, 20*time.Second, 40*time.Second))
+	assert.LessOrEqual(t, down, int64(3*12))
+	// back within 2 s: from 42 s on, every send asks the store again
+	back := atEnd.Load() - atBack.Load()
+	t.Logf("store calls from 45 s to 50 s: %d (sends: %d)", back, window(st, 45*time.Second, 50*time.Second))
+	assert.GreaterOrEqual(t, back, int64(window(st, 45*time.Second, 50*time.Second)))
 	before := float64(window(st, 10*time.Second, 20*time.Second)) / 10
 	after := float64(window(st, 25*time.Second, 40*time.Second)) / 15
 	again := float64(window(st, 45*time.Second, 50*time.Second)) / 5

@@ -135,12 +135,19 @@ const sampleEvery = 100 * time.Millisecond
 // controller, shared with the others through Redis, until the cell ends
 // (or its parent goes away), and prints its report.
 func childMain(arg string) {
-	var cfg childConfig
+	runChild(arg, func(c *childConfig) int { return c.Proc }, crawlFleet)
+}
+
+// runChild is a child process of the bench: it reads its configuration
+// from arg, runs, and prints its report as JSON on standard output (and
+// exits 1 on an error).
+func runChild[C any](arg string, proc func(*C) int, run func(C, *childReport) error) {
+	var cfg C
 	rep := childReport{Sends: map[string]int{}, Calls: map[string]int{}}
 	err := json.Unmarshal([]byte(arg), &cfg)
 	if err == nil {
-		rep.Proc = cfg.Proc
-		err = crawlFleet(cfg, &rep)
+		rep.Proc = proc(&cfg)
+		err = run(cfg, &rep)
 	}
 	if err != nil {
 		rep.Err = err.Error()

@@ -324,21 +324,7 @@ func printCrawls(out *os.File, cfg fleetCrawlConfig, rs []crawlResult) {
 // host's index (the others' adds are ErrSeen), runs the shared queue until
 // the fleet's is empty, printing each page it fetched, then its report.
 func crawlChildMain(arg string) {
-	var cfg crawlChild
-	rep := childReport{Sends: map[string]int{}, Calls: map[string]int{}}
-	err := json.Unmarshal([]byte(arg), &cfg)
-	if err == nil {
-		rep.Proc = cfg.Proc
-		err = crawlShared(cfg, &rep)
-	}
-	if err != nil {
-		rep.Err = err.Error()
-	}
-	out, _ := json.Marshal(rep)
-	os.Stdout.Write(append(out, '\n'))
-	if err != nil {
-		os.Exit(1)
-	}
+	runChild(arg, func(c *crawlChild) int { return c.Proc }, crawlShared)
 }
 
 func crawlShared(cfg crawlChild, rep *childReport) error {
