@@ -14,7 +14,13 @@
 //	q.AddURL("https://example.com/")
 //	q.Run(c) // returns when every URL, and every URL added meanwhile, is done
 //
-// Progress gives the counts, the rate and the ETA. The module's
-// docs/frontier.md says what a queue in a file promises, and docs/colly.md
-// compares the frontier with colly/queue.
+// With Config.Shared (frontier/redisfrontier on Redis), the processes of a
+// fleet consume one frontier: one FIFO per scope and one set of requests
+// seen for them all, each request under a lease that returns it to the
+// queue if its process dies.
+//
+// Progress gives the counts, the rate and the ETA (with a Shared, the
+// fleet's). The module's docs/frontier.md says what a queue in a file and
+// a shared one promise, and docs/colly.md compares the frontier with
+// colly/queue.
 package frontier
