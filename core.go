@@ -356,7 +356,7 @@ func (c *core) share() float64 {
 // in force before.
 func (c *core) setShare(now time.Duration, share float64) (was float64) {
 	was = c.pace.share
-	c.pace.share = share
+	c.pace.share, c.pace.rejoined = share, false
 	c.pace.sync(now, c)
 	if share > 0 && share < 1 && !(was > 0 && was < 1) {
 		// on its own from now: its schedule starts a share's interval
@@ -366,6 +366,15 @@ func (c *core) setShare(now time.Duration, share float64) (was float64) {
 		c.pace.b.Drain(now + sat.Interval(c.pace.b.Rate()))
 	}
 	return was
+}
+
+// rejoin: the store answers again while this process keeps to its share
+// (setShare): its sends are spaced by the fleet's schedule again.
+func (c *core) rejoin(now time.Duration) {
+	if c.pace.share > 0 && c.pace.share < 1 && !c.pace.rejoined {
+		c.pace.rejoined = true
+		c.pace.sync(now, c)
+	}
 }
 
 // shared is the law's part that a fleet shares, at now.

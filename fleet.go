@@ -103,6 +103,8 @@ func (f fleetScope) Granted(state []byte, version uint64, live int, ceiling floa
 		sf.live = live
 		if !rejoining {
 			s.core.setShare(now, 1)
+		} else {
+			s.core.rejoin(now)
 		}
 	})
 }

@@ -101,6 +101,33 @@ func TestFleetStoreDownKeepsEverySecond(t *testing.T) {
 	assert.GreaterOrEqual(t, sum, 18*8, "and each at its 2/s: a send whose store call failed gives its slot back")
 }
 
+// Back from an outage, a process keeps to its share for a while (the
+// others may not know yet), but not to its whole number of sends a second:
+// its sends are spaced by the fleet's schedule again. Four processes under
+// a fleet ceiling of 19/s, the store down from 10 s to 20 s: 16/s while
+// down (4 each), and in the 2 s after it is back the fleet's 19/s again,
+// with no second over 20 (the rejoined at the fleet's pace, the others on
+// their whole numbers: at most one more). Before, 16/s until the 2 s of
+// rejoining were over.
+func TestFleetRejoinsAtTheFleetsRate(t *testing.T) {
+	store := &failingStore{}
+	p := testserver.Policy{Latency: testserver.Latency{Base: 50 * time.Millisecond}}
+	st := fleetCrawlWith(t, 4, 6, store, p, 30*time.Second, func() {
+		time.AfterFunc(10*time.Second, func() { store.broken.Store(true) })
+		time.AfterFunc(20*time.Second, func() { store.broken.Store(false) })
+	}, polite.Config{Default: polite.Rule{Rate: 19}})
+	down := float64(window(st, 12*time.Second, 20*time.Second)) / 8
+	back := float64(window(st, 21*time.Second, 23*time.Second)) / 2
+	most := 0
+	for from := 12 * time.Second; from < 28*time.Second; from += 100 * time.Millisecond {
+		most = max(most, window(st, from, from+time.Second))
+	}
+	t.Logf("down %.2f/s, the 2 s after a second back %.2f/s, at most %d in any second", down, back, most)
+	assert.LessOrEqual(t, down, 16.0)
+	assert.GreaterOrEqual(t, back, 18.0)
+	assert.LessOrEqual(t, most, 20)
+}
+
 // slowStore answers nothing while slow is set: each call waits for its
 // deadline (the fleet client's bound of a second), as a Redis that holds
 // its replies.

@@ -24,6 +24,10 @@ type pacer struct {
 	// share is the part of the rate this process may use: 1, or its share
 	// of a fleet whose shared store is unreachable (0 means 1)
 	share float64
+	// rejoined: the store answers again, and this process keeps to its
+	// share only until the others know (its sends are spaced by the
+	// fleet's schedule again)
+	rejoined bool
 	// fleetCeil is the fleet's configured ceiling, req/s (0: none), as
 	// its store last said (fleetKnown): in a fleet, the law is bound by
 	// it rather than by this process's own, which binds only this
@@ -64,12 +68,14 @@ func (p *pacer) sync(now time.Duration, c *core) bool {
 	}
 	p.why = why
 	alone := p.share > 0 && p.share < 1
-	if alone && r >= 1 {
+	if alone && !p.rejoined && r >= 1 {
 		// a whole number of sends a second: a strict schedule then sends
 		// at most r in any second, and the processes of a fleet on their
 		// shares, which no one spaces against each other, at most the
 		// fleet's rate together (2.5/s each for four would be 3 in some
-		// seconds, 12 against 10)
+		// seconds, 12 against 10). A process that rejoined is spaced
+		// against the others that did by the fleet's schedule: those on
+		// their whole numbers and it add up to at most one more
 		r = math.Floor(r)
 	}
 	// a Crawl-delay or a MinGap asks for a minimum gap: no credit for
