@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -21,114 +20,20 @@ import (
 	"github.com/colly-polite/polite/testserver"
 )
 
-// A proxy's modes: pass everything, answer every read with bytes that are
-// not RESP, or deliver every reply late.
-const (
-	pass int32 = iota
-	garbage
-	slow
-)
-
-// proxy is a loopback TCP proxy in front of a Redis server that can turn
-// faulty without crashing: what a broken network, a half-dead server or a
-// load balancer in trouble look like to a client.
-type proxy struct {
-	l    net.Listener
-	to   string
-	mode atomic.Int32
-	late time.Duration
-	wg   sync.WaitGroup
-}
-
-func startProxy(t *testing.T, to string, late time.Duration) *proxy {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &proxy{l: l, to: to, late: late}
-	var conns sync.Map
-	t.Cleanup(func() {
-		l.Close()
-		conns.Range(func(k, _ any) bool { k.(net.Conn).Close(); return true })
-		p.wg.Wait()
-	})
-	p.wg.Go(func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", to)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			conns.Store(c, nil)
-			conns.Store(s, nil)
-			p.wg.Go(func() { p.up(c, s) })
-			p.wg.Go(func() { p.down(s, c) })
-		}
-	})
-	return p
-}
-
-func (p *proxy) addr() string { return p.l.Addr().String() }
-
-// up carries the client's commands to the server, or answers them with
-// garbage.
-func (p *proxy) up(c, s net.Conn) {
-	defer c.Close()
-	defer s.Close()
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := c.Read(buf)
-		if err != nil {
-			return
-		}
-		if p.mode.Load() == garbage {
-			if _, err := c.Write([]byte("%%not resp%%\r\n")); err != nil {
-				return
-			}
-			continue
-		}
-		if _, err := s.Write(buf[:n]); err != nil {
-			return
-		}
-	}
-}
-
-// down carries the server's replies to the client, late when slow.
-func (p *proxy) down(s, c net.Conn) {
-	defer c.Close()
-	defer s.Close()
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := s.Read(buf)
-		if err != nil {
-			return
-		}
-		if p.mode.Load() == slow {
-			time.Sleep(p.late)
-		}
-		if _, err := c.Write(buf[:n]); err != nil {
-			return
-		}
-	}
-}
-
 // A store that answers garbage, or every reply 1.5 s late, for two
 // seconds: each process runs on its share meanwhile, every request ends
 // with an answer (none lost, none past its deadline), and within seconds of
 // the store healing both processes share it again (the fault does not
 // outlive the store by the leases' life) and the fleet sends at its rate.
 func TestFleetStoreFaultEnds(t *testing.T) {
-	for _, mode := range []int32{garbage, slow} {
-		t.Run(map[int32]string{garbage: "garbage", slow: "slow"}[mode], func(t *testing.T) {
+	for _, mode := range []int32{redistest.Garbage, redistest.Slow} {
+		t.Run(map[int32]string{redistest.Garbage: "garbage", redistest.Slow: "slow"}[mode], func(t *testing.T) {
 			rs := redistest.Start(t)
-			px := startProxy(t, rs.Addr(), 1500*time.Millisecond)
+			px := redistest.StartProxy(t, rs.Addr(), 1500*time.Millisecond)
 			site := testserver.NewTest(t, testserver.Config{Network: testserver.Loopback, Hosts: map[string]testserver.Policy{
 				"a.test": {Latency: testserver.Latency{Base: 20 * time.Millisecond}},
 			}})
-			store := redisstore.New(redistest.NewClient(t, px.addr()), redisstore.Options{})
+			store := redisstore.New(redistest.NewClient(t, px.Addr()), redisstore.Options{})
 			var ctrls []*polite.Controller
 			for i := range 2 {
 				ctrl, err := polite.New(polite.Config{Robots: new(false), JitterSeed: uint64(i + 1), Store: store,
@@ -164,7 +69,7 @@ func TestFleetStoreFaultEnds(t *testing.T) {
 			// the fault from 2 s to 4 s; then, every 100 ms, whether both
 			// processes share the store again
 			time.Sleep(2 * time.Second)
-			px.mode.Store(mode)
+			px.Set(mode)
 			var apart bool // some process saw the store fail during the fault
 			for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 				for _, ctrl := range ctrls {
@@ -173,7 +78,7 @@ func TestFleetStoreFaultEnds(t *testing.T) {
 					}
 				}
 			}
-			px.mode.Store(pass)
+			px.Set(redistest.Pass)
 			assert.True(t, apart, "the fault was seen: a process ran on its own share")
 			healed, healedAt := time.Now(), site.Elapsed()
 			var sharedAfter time.Duration

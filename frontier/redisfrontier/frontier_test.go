@@ -200,6 +200,43 @@ func TestSlowStoreLosesNothing(t *testing.T) {
 	}
 }
 
+// A Redis behind a proxy that answers bytes that are not RESP for 2 s
+// mid-crawl of two processes (queue and send slots alike): nothing is lost
+// and every page is fetched, once; the crawl resumes when the replies do.
+func TestGarbageRepliesLoseNothing(t *testing.T) {
+	rs := redistest.Start(t)
+	px := redistest.StartProxy(t, rs.Addr(), 0)
+	rdb := redistest.NewClient(t, px.Addr())
+	const pages = 40
+	srv := site(t, pages, "a.test", "b.test")
+	var procs []*process
+	for range 2 {
+		procs = append(procs, newProcess(t, srv, rdb, "garbage", frontier.Config{Threads: 3}))
+	}
+	require.NoError(t, procs[0].q.AddURL(srv.HostURL("a.test")+"/"))
+	require.NoError(t, procs[0].q.AddURL(srv.HostURL("b.test")+"/"))
+	var once sync.Once
+	var fault sync.WaitGroup
+	procs[1].c.OnResponse(func(*colly.Response) {
+		if procs[1].fetched.Load() == 10 {
+			once.Do(func() {
+				px.Set(redistest.Garbage)
+				fault.Go(func() { time.Sleep(2 * time.Second); px.Set(redistest.Pass) })
+			})
+		}
+	})
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Go(func() { assert.NoError(t, p.q.Run(p.c)) })
+	}
+	wg.Wait()
+	fault.Wait()
+	for _, h := range []string{"a.test", "b.test"} {
+		st := srv.Stats(h)
+		assert.Equal(t, pages+1, len(st.Accepted), "%s: every page, once", h)
+	}
+}
+
 // The scripts' bookkeeping: a key seen is not added twice; a lease taken
 // again under its name returns its request; a release puts a request back
 // at its scope's head; a done lease counts once.

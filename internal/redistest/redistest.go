@@ -7,6 +7,7 @@ package redistest
 import (
 	"encoding/binary"
 	"sync"
+	"sync/atomic"
 
 	"context"
 	"fmt"
@@ -212,4 +213,104 @@ func values(b []byte, depth int) ([]any, []byte) {
 		}
 	}
 	return out, b
+}
+
+// A Proxy's modes: pass everything, answer every read with bytes that are
+// not RESP, or deliver every reply late.
+const (
+	Pass int32 = iota
+	Garbage
+	Slow
+)
+
+// Proxy is a loopback TCP proxy in front of a Redis server that can turn
+// faulty without crashing: what a broken network, a half-dead server or a
+// load balancer in trouble look like to a client.
+type Proxy struct {
+	l    net.Listener
+	to   string
+	mode atomic.Int32
+	late time.Duration
+	wg   sync.WaitGroup
+}
+
+// StartProxy runs a Proxy to the server at to, passing everything; late is
+// how late a reply comes in the Slow mode. It stops when the test ends.
+func StartProxy(t testing.TB, to string, late time.Duration) *Proxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &Proxy{l: l, to: to, late: late}
+	var conns sync.Map
+	t.Cleanup(func() {
+		l.Close()
+		conns.Range(func(k, _ any) bool { k.(net.Conn).Close(); return true })
+		p.wg.Wait()
+	})
+	p.wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", to)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			conns.Store(c, nil)
+			conns.Store(s, nil)
+			p.wg.Go(func() { p.up(c, s) })
+			p.wg.Go(func() { p.down(s, c) })
+		}
+	})
+	return p
+}
+
+// Addr is the proxy's address.
+func (p *Proxy) Addr() string { return p.l.Addr().String() }
+
+// Set puts the proxy in mode (Pass, Garbage, Slow).
+func (p *Proxy) Set(mode int32) { p.mode.Store(mode) }
+
+// up carries the client's commands to the server, or answers them with
+// garbage.
+func (p *Proxy) up(c, s net.Conn) {
+	defer c.Close()
+	defer s.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(buf)
+		if err != nil {
+			return
+		}
+		if p.mode.Load() == Garbage {
+			if _, err := c.Write([]byte("%%not resp%%\r\n")); err != nil {
+				return
+			}
+			continue
+		}
+		if _, err := s.Write(buf[:n]); err != nil {
+			return
+		}
+	}
+}
+
+// down carries the server's replies to the client, late when slow.
+func (p *Proxy) down(s, c net.Conn) {
+	defer c.Close()
+	defer s.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := s.Read(buf)
+		if err != nil {
+			return
+		}
+		if p.mode.Load() == Slow {
+			time.Sleep(p.late)
+		}
+		if _, err := c.Write(buf[:n]); err != nil {
+			return
+		}
+	}
 }
