@@ -167,73 +167,55 @@ func TestLostQueueStopsRun(t *testing.T) {
 	assert.Less(t, len(srv.Stats("a.test").Accepted), 51, "it stopped")
 }
 
-// A Redis that hangs for 2 s mid-crawl (each call times out at 1 s) loses
-// nothing and fails nothing: the crawl resumes when it answers again.
-func TestSlowStoreLosesNothing(t *testing.T) {
-	rs := redistest.Start(t, "--enable-debug-command", "yes")
-	rdb := rs.Client(t)
-	const pages = 40
-	srv := site(t, pages, "a.test", "b.test")
-	var procs []*process
-	for range 2 {
-		procs = append(procs, newProcess(t, srv, rdb, "slow", frontier.Config{Threads: 3}))
-	}
-	require.NoError(t, procs[0].q.AddURL(srv.HostURL("a.test")+"/"))
-	require.NoError(t, procs[0].q.AddURL(srv.HostURL("b.test")+"/"))
-	var once sync.Once
-	var hang sync.WaitGroup
-	procs[1].c.OnResponse(func(*colly.Response) {
-		if procs[1].fetched.Load() == 10 {
-			once.Do(func() { hang.Go(func() { _ = rs.Do("DEBUG", "SLEEP", "2") }) })
-		}
-	})
-	var wg sync.WaitGroup
-	for _, p := range procs {
-		wg.Go(func() { assert.NoError(t, p.q.Run(p.c)) })
-	}
-	wg.Wait()
-	hang.Wait()
-	for _, h := range []string{"a.test", "b.test"} {
-		st := srv.Stats(h)
-		assert.Equal(t, pages+1, len(st.Accepted), "%s: every page", h)
-		t.Logf("%s: %d requests for %d pages", h, st.Requests, pages+1)
-	}
-}
-
-// A Redis behind a proxy that answers bytes that are not RESP for 2 s
-// mid-crawl of two processes (queue and send slots alike): nothing is lost
-// and every page is fetched, once; the crawl resumes when the replies do.
-func TestGarbageRepliesLoseNothing(t *testing.T) {
-	rs := redistest.Start(t)
-	px := redistest.StartProxy(t, rs.Addr(), 0)
-	rdb := redistest.NewClient(t, px.Addr())
-	const pages = 40
-	srv := site(t, pages, "a.test", "b.test")
-	var procs []*process
-	for range 2 {
-		procs = append(procs, newProcess(t, srv, rdb, "garbage", frontier.Config{Threads: 3}))
-	}
-	require.NoError(t, procs[0].q.AddURL(srv.HostURL("a.test")+"/"))
-	require.NoError(t, procs[0].q.AddURL(srv.HostURL("b.test")+"/"))
-	var once sync.Once
-	var fault sync.WaitGroup
-	procs[1].c.OnResponse(func(*colly.Response) {
-		if procs[1].fetched.Load() == 10 {
-			once.Do(func() {
-				px.Set(redistest.Garbage)
-				fault.Go(func() { time.Sleep(2 * time.Second); px.Set(redistest.Pass) })
+// A store fault of 2 s mid-crawl of two processes (queue and send slots
+// alike) loses nothing and fails nothing: every page is fetched, once,
+// and the crawl resumes when the store answers again. The faults: a Redis
+// that hangs (DEBUG SLEEP: each call times out at 1 s), and a proxy before
+// it that answers bytes that are not RESP.
+func TestStoreFaultsLoseNothing(t *testing.T) {
+	for _, fault := range []string{"hang", "garbage"} {
+		t.Run(fault, func(t *testing.T) {
+			rs := redistest.Start(t, "--enable-debug-command", "yes")
+			px := redistest.StartProxy(t, rs.Addr(), 0)
+			rdb := redistest.NewClient(t, px.Addr())
+			const pages = 40
+			srv := site(t, pages, "a.test", "b.test")
+			var procs []*process
+			for range 2 {
+				procs = append(procs, newProcess(t, srv, rdb, fault, frontier.Config{Threads: 3}))
+			}
+			require.NoError(t, procs[0].q.AddURL(srv.HostURL("a.test")+"/"))
+			require.NoError(t, procs[0].q.AddURL(srv.HostURL("b.test")+"/"))
+			var once sync.Once
+			var during sync.WaitGroup
+			procs[1].c.OnResponse(func(*colly.Response) {
+				if procs[1].fetched.Load() != 10 {
+					return
+				}
+				once.Do(func() {
+					during.Go(func() {
+						if fault == "hang" {
+							_ = rs.Do("DEBUG", "SLEEP", "2")
+							return
+						}
+						px.Set(redistest.Garbage)
+						time.Sleep(2 * time.Second)
+						px.Set(redistest.Pass)
+					})
+				})
 			})
-		}
-	})
-	var wg sync.WaitGroup
-	for _, p := range procs {
-		wg.Go(func() { assert.NoError(t, p.q.Run(p.c)) })
-	}
-	wg.Wait()
-	fault.Wait()
-	for _, h := range []string{"a.test", "b.test"} {
-		st := srv.Stats(h)
-		assert.Equal(t, pages+1, len(st.Accepted), "%s: every page, once", h)
+			var wg sync.WaitGroup
+			for _, p := range procs {
+				wg.Go(func() { assert.NoError(t, p.q.Run(p.c)) })
+			}
+			wg.Wait()
+			during.Wait()
+			for _, h := range []string{"a.test", "b.test"} {
+				st := srv.Stats(h)
+				assert.Equal(t, pages+1, len(st.Accepted), "%s: every page, once", h)
+				t.Logf("%s: %d requests for %d pages", h, st.Requests, pages+1)
+			}
+		})
 	}
 }
 
