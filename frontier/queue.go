@@ -481,11 +481,7 @@ func (q *Queue) addInMemory(a *op) error {
 		return ErrFull
 	}
 	q.seen[h] = struct{}{}
-	s := q.subs[a.scope]
-	if s == nil {
-		s = &sub{key: a.scope, idx: -1}
-		q.subs[a.scope] = s
-	}
+	s := q.sub(a.scope)
 	s.items = append(s.items, a.mem)
 	q.size++
 	q.schedule(s)
@@ -639,22 +635,8 @@ func (q *Queue) pollShared() error {
 	if !raced {
 		f.at = asked
 	}
-	size := 0
-	for key, s := range q.subs {
-		if !raced || c.Scopes[key].Queued > s.disk {
-			s.disk = c.Scopes[key].Queued
-		}
-		size += len(s.items) + s.disk
-		q.refill(s)
-		q.forget(s)
-	}
 	for key, sc := range c.Scopes {
-		if _, ok := q.subs[key]; !ok {
-			s := q.sub(key)
-			s.disk = sc.Queued
-			size += s.disk
-			q.refill(s)
-		}
+		q.sub(key) // a scope another process added
 		fs := f.scopes[key]
 		if fs == nil {
 			fs = &fleetScope{ended: sc.Ended}
@@ -664,6 +646,15 @@ func (q *Queue) pollShared() error {
 			fs.meter.addN(now, float64(sc.Ended-fs.ended))
 			fs.ended = sc.Ended
 		}
+	}
+	size := 0
+	for key, s := range q.subs {
+		if !raced || c.Scopes[key].Queued > s.disk {
+			s.disk = c.Scopes[key].Queued
+		}
+		size += len(s.items) + s.disk
+		q.refill(s)
+		q.forget(s)
 	}
 	for key := range f.scopes {
 		if _, ok := c.Scopes[key]; !ok && q.subs[key] == nil {
@@ -718,11 +709,7 @@ func (q *Queue) applied(round []*op) {
 		if o.kind != opAdd || o.err != nil || o.dup {
 			continue
 		}
-		s := q.subs[o.scope]
-		if s == nil {
-			s = &sub{key: o.scope, idx: -1}
-			q.subs[o.scope] = s
-		}
+		s := q.sub(o.scope)
 		s.id = o.id
 		if !s.loading && s.disk == 0 && len(s.items) < window {
 			s.items = append(s.items, item{rec: o.rec, key: itemKey(o.id, o.seq)})
@@ -1229,10 +1216,7 @@ func (q *Queue) handOut(s *sub, it item, cl hook.Reservation, probe bool, now ti
 	q.size--
 	q.running++
 	s.running++
-	if len(s.items) == 0 && s.disk > 0 && !s.loading {
-		s.loading = true
-		q.refills = append(q.refills, refill{s: s, id: s.id, after: s.cursor})
-	}
+	q.refill(s)
 	q.served++
 	s.served = q.served
 	s.probing = s.probing || probe

@@ -13,7 +13,7 @@ import (
 // scope's requests are in the shared store, and the queue holds a window of
 // one request per scope, leased, at the scope's head, as a queue in a file
 // holds one read from the file. Its counts of what is queued are the
-// store's, read every pollEvery (pollScopes), which is also how it learns
+// store's, read every pollEvery (Queue.pollShared), which is also how it learns
 // of the scopes the other processes added. It renews its leases every
 // third of their life; it ends them (done, failed) without waiting, in the
 // background, and keeps trying while the store is down. A store fault
