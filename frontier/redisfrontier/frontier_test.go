@@ -149,6 +149,25 @@ func TestDeadProcessReturnsItsRequests(t *testing.T) {
 	assert.Equal(t, 3, alive.q.Requeued())
 }
 
+// AddURLs adds to the shared queue, in one call, as AddURL does: those
+// seen before left out without an error, the others fetched. (It once
+// took the path of a queue in memory with a Shared, whose items had no
+// request: Run stopped with ErrCorrupt.)
+func TestAddURLsShared(t *testing.T) {
+	rs := redistest.Start(t)
+	srv := site(t, 4, "a.test") // its four pages link to each other only
+	p := newProcess(t, srv, rs.Client(t), "addurls", frontier.Config{Threads: 2})
+	var urls []string
+	for i := range 4 {
+		urls = append(urls, fmt.Sprintf("%s/page/%d", srv.HostURL("a.test"), i))
+	}
+	n, err := p.q.AddURLs(append(urls, urls[0])...)
+	require.NoError(t, err)
+	assert.Equal(t, 4, n)
+	require.NoError(t, p.q.Run(p.c))
+	assert.Equal(t, 4, int(p.fetched.Load()))
+}
+
 // A Redis that lost the queue (restarted empty, flushed) is told, not taken
 // for an empty queue: Run stops with ErrLost.
 func TestLostQueueStopsRun(t *testing.T) {
