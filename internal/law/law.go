@@ -173,6 +173,11 @@ type Law struct {
 	lastPause  time.Duration
 	roundStart time.Duration
 	holdUntil  time.Duration
+	// the in-flight count a burst's overload answered (0: none), and until
+	// when the limit stays under it: a probe of the concurrency costs a
+	// pause as one of the rate does, and waits as long
+	capAt      float64
+	capUntil   time.Duration
 	srtt       time.Duration
 	ringTick   int64   // slot number of ring's newest slot
 	ssthresh   float32 // slow start of the limit ends here (whole numbers)
@@ -623,14 +628,26 @@ func (l *Law) Observe(now time.Duration, t Stamp, s Signal) Verdict {
 		v.Cut = l.onThrottle(now, t.Epoch, t.Rate)
 		v.Decreased = v.Cut != NoCut
 	case Overloaded:
+		before := l.limit
+		// Little's law: a rate that needs fewer in flight than the
+		// overload leaves (the rate times the round trip) does not
+		// explain it; a burst over the concurrency the server takes
+		// does, and the overload is the concurrency's answer alone
+		burst := l.srtt > 0 && t.Rate*l.srtt.Seconds() < float64(t.InFlight-1)
 		v.Decreased = l.onOverload(t.CEpoch, int(t.InFlight))
+		if burst && v.Decreased {
+			l.capAt, l.capUntil = float64(t.InFlight), now+l.failedGap()
+		}
 		// Little's law: the work in service at the server is the rate
 		// times the time in service. Concurrency alone sends in bursts
 		// (each answer frees a send at once); the rate paced under what
 		// the server took keeps its work in service even.
-		if t.Epoch == l.epoch {
+		if t.Epoch == l.epoch && !burst {
 			v.Cut = l.onThrottle(now, t.Epoch, t.Rate)
 			v.Decreased = v.Cut != NoCut || v.Decreased
+			if v.Cut != NoCut && l.overRow == 1 {
+				l.littleFloor(before)
+			}
 		}
 	default:
 		l.onSuccess(now, t)
@@ -759,6 +776,9 @@ func (l *Law) onSuccess(now time.Duration, t Stamp) {
 			l.limit += 1 / l.limit
 		}
 		l.limit = math.Min(l.limit, maxc)
+		if now < l.capUntil {
+			l.limit = math.Min(l.limit, l.capAt-1)
+		}
 	}
 	l.endRound(now)
 }
@@ -847,6 +867,12 @@ func (l *Law) probeGap() time.Duration {
 	if l.fastProbe {
 		return 2 * l.roundLen()
 	}
+	return l.failedGap()
+}
+
+// failedGap is the gap after a failed probe: it keeps the pauses failed
+// probes cost under probeBudget of the time.
+func (l *Law) failedGap() time.Duration {
 	return min(max(minProbeGap, sat.Seconds(l.lastPause.Seconds()/probeBudget)), maxProbeGap)
 }
 
@@ -962,6 +988,23 @@ func (l *Law) onOverload(cepoch uint32, inflight int) bool {
 	l.ssthresh = float32(l.limit)
 	l.cepoch++
 	return true
+}
+
+// littleFloor keeps the concurrency an overload left (it was before at
+// most) at what the rate just cut to needs by Little's law: the rate
+// times the round trip. An overload is two hypotheses, too many in
+// flight and too fast, and the rate's cut answers the second; a
+// concurrency cut under what that rate needs would make it unreachable
+// for the whole hold (a rate limiter answering 503, over a round trip
+// that holds a request or two in flight at its capacity, left at one
+// request in flight: 72 % of its capacity). A second overload in a row,
+// with no success between, is the concurrency's: no floor then.
+func (l *Law) littleFloor(before float64) {
+	need := math.Ceil(l.est * l.srtt.Seconds())
+	if need > l.limit {
+		l.limit = math.Min(need, math.Max(before, l.limit))
+		l.ssthresh = float32(l.limit)
+	}
 }
 
 // Shared is the part of a law a fleet of processes shares for one scope:

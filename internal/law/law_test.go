@@ -28,6 +28,7 @@ type ev struct {
 	// kept as ticket number id (paced: the pacer held it back). ok, 429,
 	// 503: the answer to ticket id. ceil: the lowest ceiling is rate.
 	// hold: hold increases until at+d. pause: a pause of d from at.
+	// rtt: an answer's round trip was d.
 	do       string
 	id       int
 	rate     float64
@@ -69,6 +70,8 @@ func play(t *testing.T, c law.Config, evs []ev) {
 			l.Hold(e.at + e.d)
 		case "pause":
 			l.Paused(e.at, e.at+e.d, e.d)
+		case "rtt":
+			l.RoundTrip(e.d)
 		default:
 			t.Fatalf("%s: unknown event", where)
 		}
@@ -414,6 +417,49 @@ func TestOverloadCutsTheRate(t *testing.T) {
 		{do: "send", id: 1, rate: 16, inflight: 4}, {do: "send", id: 2, rate: 16, inflight: 4},
 		{at: 10 * ms, do: "503", id: 1, wantEst: 8 * 0.97, wantRate: 8 * 0.97, wantLimit: 3, wantDecreased: yes, wantCut: "slow-start-end"},
 		{at: 10 * ms, do: "503", id: 2, wantEst: 8 * 0.97, wantLimit: 3, wantFresh: no, wantDecreased: no},
+	})
+}
+
+// Little's law again: a rate that needs fewer in flight than an overload
+// leaves (rate times round trip: 10/s over 350 ms holds 3.5) does not
+// explain it; a burst over the server's concurrency does. The limit falls,
+// the rate stands, and the limit stays under the level that failed for the
+// gap after a failed probe (a 1-s pause: 50 s), then grows again.
+func TestOverloadOfABurst(t *testing.T) {
+	c := cfg
+	c.InitialRate, c.StartConcurrency = 10, 16
+	play(t, c, []ev{
+		{do: "rtt", d: 350 * ms},
+		{do: "send", id: 1, rate: 10, inflight: 9},
+		{at: 5 * ms, do: "send", id: 2, rate: 10, inflight: 9},
+		{at: 10 * ms, do: "pause", d: sec},
+		{at: 10 * ms, do: "503", id: 1, wantRate: 10, wantLimit: 8, wantDecreased: yes, wantCut: "none"},
+		{at: 30 * ms, do: "503", id: 2, wantLimit: 8, wantFresh: no, wantDecreased: no, wantCut: "none"},
+		{at: 30 * sec, do: "send", id: 3, rate: 10, inflight: 8, inUse: true},
+		{at: 30*sec + 10*ms, do: "ok", id: 3, wantLimit: 8},
+		{at: 51 * sec, do: "send", id: 4, rate: 10, inflight: 8, inUse: true},
+		{at: 51*sec + 10*ms, do: "ok", id: 4, wantLimit: 8 + 1.0/8},
+	})
+}
+
+// An overload that the rate explains (6.79/s over 300 ms holds 2 in
+// flight, the overload came at 2) cuts the rate; the limit keeps what the
+// cut rate needs, ceil(rate × round trip), instead of falling to one in
+// flight, which would hold the scope far under the rate for the whole hold.
+// A second overload in a row is the concurrency's: no floor.
+func TestOverloadKeepsWhatTheRateNeeds(t *testing.T) {
+	est := 14 / 2 * 0.97 // slow start's end at 14/s, nothing accepted
+	// the step down escalates: a throttle 20 ms after the last decrease
+	want := math.Ceil(est * 0.94 * 0.3)
+	require.Equal(t, 2.0, want)
+	play(t, cfg, []ev{
+		{do: "rtt", d: 300 * ms},
+		{do: "send", id: 1, rate: 14, inflight: 2},
+		{at: 10 * ms, do: "429", id: 1, wantEst: est},
+		{at: 20 * ms, do: "send", id: 2, rate: est, inflight: 2},
+		{at: 30 * ms, do: "503", id: 2, wantEst: est * 0.94, wantLimit: want, wantCut: "step-down"},
+		{at: 40 * ms, do: "send", id: 3, rate: est * 0.94, inflight: 2},
+		{at: 50 * ms, do: "503", id: 3, wantLimit: 1, wantDecreased: yes},
 	})
 }
 
