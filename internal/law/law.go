@@ -160,13 +160,9 @@ type Law struct {
 	hi       float64 // the rate the last probe failed at, above est (0: none): the bracket's top
 	downStep float64 // the last small step down
 	// the last drop: when, and the estimate a step down would have left
-	dropAt time.Duration
-	dropTo float64
-	// a drop under test (the probe goes back to dropTo), and the rate the
-	// throttle that read as a drop was sent at
-	dropTest   bool
-	dropHi     float64
-	lastCut    Cut     // the last fresh rate signal's
+	// (where the search after it stops)
+	dropAt     time.Duration
+	dropTo     float64
 	ceil       float64 // the lowest ceiling in force, 0 = none
 	nextProbe  time.Duration
 	lastDecr   time.Duration
@@ -534,6 +530,9 @@ func (l *Law) judgeLatency(now time.Duration) {
 					l.est = l.dropTo
 					l.rate = math.Max(l.rate, l.est)
 					l.dropTo = 0
+					if l.ph == SlowStart {
+						l.ph = Steady // the search after the drop too
+					}
 				}
 			}
 		}
@@ -797,7 +796,27 @@ func (l *Law) endRound(now time.Duration) {
 	}
 	switch l.ph {
 	case SlowStart:
-		if busy && (l.ceil == 0 || l.rate < l.ceil) {
+		if busy && l.est > 0 {
+			// the search after a drop, a doubling a clean round: at the
+			// rate throttled before the drop, less the margin, the
+			// capacity did not fall after all. (A round is no
+			// measurement: a burst allowance flatters one.)
+			// A fleet's process that adopted the search knows no top:
+			// it doubles until a throttle, as slow start does.
+			if l.dropTo > 0 && l.rate >= l.dropTo {
+				l.est = math.Max(l.est, l.dropTo)
+				l.ph, l.rate = Steady, l.est
+				l.nextProbe = now + l.probeGap()
+				return
+			}
+			l.rate *= 2
+			if l.dropTo > 0 {
+				l.rate = math.Min(l.rate, l.dropTo)
+			}
+			if l.ceil > 0 {
+				l.rate = math.Min(l.rate, l.ceil)
+			}
+		} else if busy && (l.ceil == 0 || l.rate < l.ceil) {
 			l.rate *= 2
 			if l.ceil > 0 {
 				l.rate = math.Min(l.rate, l.ceil)
@@ -808,10 +827,6 @@ func (l *Law) endRound(now time.Duration) {
 			l.ph = Probing
 			l.probeRds = 0
 			l.rate = l.est * (1 + l.step)
-			if l.dropTest && l.dropTo > l.est {
-				// a drop under test is probed at the rate it replaced
-				l.rate = l.dropTo
-			}
 		} else if l.rate < l.est {
 			l.rate = l.est
 		}
@@ -823,22 +838,13 @@ func (l *Law) endRound(now time.Duration) {
 			return
 		}
 		l.probeRds = 0
-		switch {
-		case busy && l.dropTest && l.dropTo > l.est:
-			// the rate the drop replaced held: the drop was the
-			// aftermath of slow start's overshoot, and the estimate a
-			// step down would have left returns, bracketed by the rate
-			// throttled
-			l.est, l.hi, l.step = l.dropTo, l.dropHi, firstStep
-			l.fastProbe = false
-		case busy:
+		if busy {
 			// the probe rate held for a whole round: the capacity is at
 			// least that
 			l.est *= 1 + l.step
 			l.step = l.nextStep(l.step * 2)
 			l.fastProbe = true
 		}
-		l.dropTest = false
 		l.ph = Steady
 		l.rate = l.est
 		l.nextProbe = now + l.probeGap()
@@ -887,11 +893,20 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 	a := l.accepted(now)
 	fast := false // probe again soon: the estimate is a fresh lower bound
 	var cut Cut
-	// the probe of a drop under test failed: the drop is confirmed, and
-	// the search goes on up from its measurement as after any drop
-	dropFailed := l.dropTest && l.dropTo > l.est && sentRate >= l.dropTo*(1-margin/2)
-	dropTest := false
+	searched := false
 	switch {
+	case l.ph == SlowStart && l.est > 0:
+		// the search after a drop passed the capacity, which lies
+		// between the drop's measurement and the rate throttled. As at
+		// slow start's end the capacity is at least half that rate (the
+		// last doubling held a round), less the margin. No measurement is
+		// trusted above it (a second that straddles two of a fixed
+		// window's windows reads up to the rate sent, twice the
+		// capacity); the search goes on up with probes soon, from the
+		// first step, as after a drop.
+		l.est = math.Max(l.est, sentRate/2*(1-margin))
+		l.hi = sentRate
+		fast, cut, searched = true, ProbeFailed, true
 	case l.est == 0:
 		// slow start overshoots by at most 2x; the accepted rate can read
 		// high when its second straddles two server windows, and the rate
@@ -916,22 +931,17 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 		}
 		l.hi = sentRate
 		cut = ProbeFailed
-		fast = dropFailed
 	case a > 0 && a < l.est*bigDrop:
-		// the capacity fell: the measurement is a lower bound of the new
-		// one, so probe up again soon. (Nothing accepted in the last
-		// second is no measurement: right after a pause nothing was sent.)
+		// the capacity fell, or the second read low (it overlapped a
+		// pause; a limiter that counts what it refused holds slow
+		// start's overshoot against the next period): the measurement is
+		// a lower bound of the capacity, the estimate a step down would
+		// have left an upper one. The search between them is slow
+		// start's, a doubling a clean round from the measurement, up to
+		// that estimate at most: a misread drop costs a few rounds, a
+		// real one a round over it. (Nothing accepted in the last second
+		// is no measurement: right after a pause nothing was sent.)
 		l.dropAt, l.dropTo = now, math.Min(l.est, sentRate)*(1-margin)
-		// The first drop after slow start's end is tested: slow start
-		// overshoots by up to twice the capacity, and a limiter that
-		// counts what it refused (a sliding window, a penalty) holds the
-		// overshoot against the next period, accepting less for a while
-		// with no change of its capacity. The next probe goes back to
-		// where a step down would have left the estimate; if that holds,
-		// the estimate returns. A later drop is believed at once: a test
-		// of a real drop is a failed probe at the old rate.
-		dropTest = l.lastCut == SlowStartEnd
-		l.dropHi = sentRate
 		l.est = math.Max(a, l.est/8)
 		fast, cut = true, Drop
 	default:
@@ -954,7 +964,7 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 	l.est = math.Max(l.est, l.cfg.MinRate)
 	l.rate = l.est
 	switch {
-	case cut == ProbeFailed && dropFailed:
+	case cut == ProbeFailed && searched:
 		l.step = firstStep
 	case cut == ProbeFailed:
 		l.step = l.nextStep(1)
@@ -962,8 +972,10 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 		// the capacity is under the estimate or at it: no bracket above
 		l.hi, l.step = 0, firstStep
 	}
-	l.dropTest, l.lastCut = dropTest, cut
 	l.ph = Steady
+	if cut == Drop {
+		l.ph = SlowStart
+	}
 	l.fastProbe = fast
 	l.nextProbe = now + l.probeGap()
 	l.epoch++

@@ -212,10 +212,6 @@ func TestThrottle(t *testing.T) {
 			ev{at: 2 * sec, do: "429", id: 30, wantEst: 7 / 0.875, wantCut: "drop-detected"})
 		play(t, cfg, evs)
 	})
-	// the same drop, the first after slow start's end: it may be the
-	// overshoot's aftermath (a limiter that counts what it refused), so
-	// the next probe goes back to where a step down would have left the
-	// estimate, and when that holds the estimate returns
 	dropAfterSlowStart := func() []ev {
 		evs := []ev{{do: "send", id: 1, rate: 80}, {at: 10 * ms, do: "429", id: 1, wantEst: 40 * 0.97}}
 		for i := range 8 {
@@ -225,27 +221,34 @@ func TestThrottle(t *testing.T) {
 		return append(evs, ev{at: 2 * sec, do: "send", id: 30, rate: 38.8},
 			ev{at: 2 * sec, do: "429", id: 30, wantEst: 7 / 0.875, wantCut: "drop-detected"})
 	}
-	t.Run("a drop after slow start's end is tested, and taken back when the old rate holds", func(t *testing.T) {
-		back := 38.8 * 0.97
+	// the same drop: the measurement is a lower bound, the estimate a step
+	// down would have left an upper one, and the search between them is
+	// slow start's, a doubling a clean round
+	back := 38.8 * 0.97
+	t.Run("after a drop the rate doubles a clean round, up to where a step down would have left it", func(t *testing.T) {
 		play(t, cfg, seq(dropAfterSlowStart(),
+			[]ev{{at: 2 * sec, do: "send", id: 39, rate: 8, wantRate: 7 / 0.875, wantPhase: "slow-start"}},
 			busyRound(2*sec, 40, 8),
-			busyRound(3*sec, 41, 8), // closes at 4 s: the probe, at the old rate
-			[]ev{{at: 4 * sec, do: "send", id: 99, rate: back, wantRate: back, wantPhase: "probing"}},
-			busyRound(4*sec, 42, back), busyRound(5*sec, 43, back), busyRound(6*sec, 44, back),
-			[]ev{{at: 7 * sec, do: "send", id: 98, rate: back, wantEst: back, wantPhase: "steady"}},
+			[]ev{{at: 3 * sec, do: "send", id: 50, rate: 16, wantRate: 16, wantEst: 7 / 0.875}},
+			busyRound(3*sec, 41, 16),
+			[]ev{{at: 4 * sec, do: "send", id: 51, rate: 32, wantRate: 32}},
+			busyRound(4*sec, 42, 32),
+			[]ev{{at: 5 * sec, do: "send", id: 52, rate: back, wantRate: back, wantPhase: "slow-start"}},
+			busyRound(5*sec, 43, back),
+			// the top held: the capacity did not fall after all
+			[]ev{{at: 6 * sec, do: "send", id: 53, rate: back, wantRate: back, wantEst: back, wantPhase: "steady"}},
 		))
 	})
-	t.Run("a drop after slow start's end whose test fails is confirmed", func(t *testing.T) {
-		back := 38.8 * 0.97
+	t.Run("a search after a drop that passes the capacity: half the rate throttled, then probes soon", func(t *testing.T) {
 		play(t, cfg, seq(dropAfterSlowStart(),
-			busyRound(2*sec, 40, 8), busyRound(3*sec, 41, 8),
+			busyRound(2*sec, 40, 8), busyRound(3*sec, 41, 16),
 			[]ev{
-				{at: 4 * sec, do: "send", id: 99, rate: back, wantRate: back},
-				{at: 4*sec + 10*ms, do: "429", id: 99, wantEst: 7 / 0.875, wantCut: "probe-failure"},
+				{at: 4 * sec, do: "send", id: 99, rate: 32, wantRate: 32},
+				{at: 4*sec + 10*ms, do: "429", id: 99, wantEst: 16 * 0.97, wantPhase: "steady", wantCut: "probe-failure"},
 			},
-			// the search goes on up from the drop's measurement, soon
-			busyRound(4*sec+10*ms, 42, 8), busyRound(5*sec+10*ms, 43, 8),
-			[]ev{{at: 6*sec + 10*ms, do: "send", id: 97, rate: 8, wantRate: 7 / 0.875 * 1.03, wantPhase: "probing"}},
+			// the search goes on up from there, soon, from the first step
+			busyRound(4*sec+10*ms, 42, 16*0.97), busyRound(5*sec+10*ms, 43, 16*0.97),
+			[]ev{{at: 6*sec + 10*ms, do: "send", id: 97, rate: 16 * 0.97, wantRate: 16 * 0.97 * 1.03, wantPhase: "probing"}},
 		))
 	})
 }
