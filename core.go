@@ -220,6 +220,11 @@ func (c *core) signal(now time.Duration, t stamp, o *outcome, sig law.Signal, st
 	if d > 0 && d <= st.MaxPause {
 		c.law.Paused(now, c.gate.pausedUntil, d)
 	}
+	if sig == law.Throttled && c.gate.raRow > 1 {
+		// the Retry-After before it was not enough: the server refuses
+		// whatever the rate, for now
+		sig = law.Refused
+	}
 	v := c.law.Observe(now, t.Stamp, sig)
 	r.decreased, r.cut = v.Decreased, v.Cut
 	if sig == law.Overloaded {

@@ -29,6 +29,7 @@ type gate struct {
 	parkProbe   bool   // a park ran out: one probe at a time until a success or a block
 	probeOut    bool   // half-open or parkProbe: the probe is in flight
 	badRow      uint16 // fresh throttles and overloads in a row, no success between
+	raRow       uint16 // of them, those that said Retry-After
 	blockRow    uint16 // blocks in a row, no success between
 	// parkLen is the last park's length (0: none since the last success):
 	// the next one lasts twice as long, at most the rule's ParkFor
@@ -102,7 +103,7 @@ func (g *gate) limit(law float64) int {
 // breaker, which it reports. Any success ends a park's probing: the host
 // answers again.
 func (g *gate) succeeded(probe bool) (closed bool) {
-	g.badRow, g.blockRow = 0, 0
+	g.badRow, g.raRow, g.blockRow = 0, 0, 0
 	g.parkProbe, g.parkLen = false, 0
 	if g.breaker == breakerHalfOpen && probe {
 		g.breaker = breakerClosed
@@ -126,6 +127,16 @@ func (g *gate) signal(now time.Duration, o *outcome, fresh bool, rate float64, s
 	switch {
 	case o.hasRA:
 		d = max(o.retryAfter, st.MinRetryAfter)
+		if fresh && g.raRow < math.MaxUint16 {
+			g.raRow++
+		}
+		if fresh && g.raRow > 1 {
+			// refused again after a Retry-After was waited, with no
+			// success since: it was not enough (a lockout longer than
+			// it says), so the pause doubles from it while refusals
+			// persist, as a backoff does
+			d = backoff(d, int(g.raRow)-1, max(st.MaxBackoff, d))
+		}
 	case !fresh:
 	case o.class == classify.Throttled || g.badRow > 1:
 		reason = pauseBackoff

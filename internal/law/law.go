@@ -95,6 +95,11 @@ const (
 	Success    Signal = iota // accepted
 	Throttled                // 429: a rate signal
 	Overloaded               // 503 / 502 / 504, timeouts, resets: a concurrency signal
+	// Refused: a 429 refused whatever the rate, the caller judged (it
+	// came after a Retry-After was waited, with no success since: a
+	// lockout longer than it said). No rate signal: the round is not
+	// clean, and nothing is cut.
+	Refused
 )
 
 // Stamp is what the law needs to judge the answer to one send. It is a
@@ -599,7 +604,7 @@ func (l *Law) rebase(m float32) {
 // concurrency). The others are the tail of a burst already answered.
 func (l *Law) Fresh(t Stamp, s Signal) bool {
 	switch s {
-	case Throttled:
+	case Throttled, Refused:
 		return t.Epoch == l.epoch
 	case Overloaded:
 		return t.CEpoch == l.cepoch
@@ -626,6 +631,14 @@ func (l *Law) Observe(now time.Duration, t Stamp, s Signal) Verdict {
 	case Throttled:
 		v.Cut = l.onThrottle(now, t.Epoch, t.Rate)
 		v.Decreased = v.Cut != NoCut
+	case Refused:
+		l.roundBad = true
+		if t.Epoch == l.epoch {
+			// one refusal a burst, as one decrease: the answers to
+			// what was sent before it are its tail
+			l.epoch++
+			l.newRound(now)
+		}
 	case Overloaded:
 		before := l.limit
 		// Little's law: a rate that needs fewer in flight than the

@@ -26,7 +26,7 @@ type ev struct {
 	at time.Duration
 	// send: a send at rate (inflight in flight, the limit in use or not),
 	// kept as ticket number id (paced: the pacer held it back). ok, 429,
-	// 503: the answer to ticket id. ceil: the lowest ceiling is rate.
+	// 503, refused: the answer to ticket id. ceil: the lowest ceiling is rate.
 	// hold: hold increases until at+d. pause: a pause of d from at.
 	// rtt: an answer's round trip was d.
 	do       string
@@ -59,10 +59,10 @@ func play(t *testing.T, c law.Config, evs []ev) {
 		switch e.do {
 		case "send":
 			tickets[e.id] = l.Sent(e.at, e.rate, max(e.inflight, 1), e.inUse, e.paced)
-		case "ok", "429", "503":
+		case "ok", "429", "503", "refused":
 			tk, ok := tickets[e.id]
 			require.True(t, ok, "%s: no ticket %d", where, e.id)
-			sig := map[string]law.Signal{"ok": law.Success, "429": law.Throttled, "503": law.Overloaded}[e.do]
+			sig := map[string]law.Signal{"ok": law.Success, "429": law.Throttled, "503": law.Overloaded, "refused": law.Refused}[e.do]
 			v = l.Observe(e.at, tk, sig)
 		case "ceil":
 			l.SetCeiling(e.rate)
@@ -420,6 +420,21 @@ func TestOverloadCutsTheRate(t *testing.T) {
 		{do: "send", id: 1, rate: 16, inflight: 4}, {do: "send", id: 2, rate: 16, inflight: 4},
 		{at: 10 * ms, do: "503", id: 1, wantEst: 8 * 0.97, wantRate: 8 * 0.97, wantLimit: 3, wantDecreased: yes, wantCut: "slow-start-end"},
 		{at: 10 * ms, do: "503", id: 2, wantEst: 8 * 0.97, wantLimit: 3, wantFresh: no, wantDecreased: no},
+	})
+}
+
+// A refusal (a 429 after a Retry-After that was not enough: a lockout)
+// says nothing of the rate: nothing is cut, the round is not clean, and
+// the answers to what was sent before it are its tail.
+func TestRefusedCutsNothing(t *testing.T) {
+	play(t, cfg, []ev{
+		{do: "send", id: 1, rate: 8}, {at: 10 * ms, do: "429", id: 1, wantEst: 4 * 0.97},
+		{at: 20 * ms, do: "send", id: 2, rate: 3.88}, {at: 20 * ms, do: "send", id: 3, rate: 3.88},
+		{at: 30 * ms, do: "refused", id: 2, wantEst: 3.88, wantRate: 3.88, wantFresh: yes, wantDecreased: no, wantCut: "none"},
+		{at: 30 * ms, do: "429", id: 3, wantEst: 3.88, wantFresh: no, wantDecreased: no},
+		// the round the refusal spoiled is not judged clean: no probe
+		{at: 40 * ms, do: "send", id: 4, rate: 3.88, paced: true},
+		{at: 2 * sec, do: "ok", id: 4, wantRate: 3.88, wantPhase: "steady"},
 	})
 }
 
