@@ -116,7 +116,9 @@ type Config struct {
 	// it doubles for each further one without a success in between, up to
 	// MaxBackoff. 0 means 1 s.
 	Backoff time.Duration
-	// MaxBackoff bounds Backoff's doubling. 0 means 60 s (or Backoff, if
+	// MaxBackoff bounds Backoff's doubling, and the doubling of a
+	// Retry-After that was not enough (refused again with no success
+	// since: a lockout longer than it says). 0 means 60 s (or Backoff, if
 	// longer).
 	MaxBackoff time.Duration
 	// Jitter spreads the resume after a pause over [0, Jitter) so that

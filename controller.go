@@ -363,7 +363,7 @@ func (c *Controller) outcomeOf(resp *http.Response, err error, body []byte) outc
 func (c *Controller) finish(p Permit, o *outcome, resp *http.Response, err error, now time.Duration) {
 	var tr transition
 	r, changed, version := p.s.record(c, now, p.t, o, &tr)
-	q := cause{op: opRecord, class: o.class, status: o.status, decreased: r.decreased, cut: r.cut, rtt: o.rtt}
+	q := cause{op: opRecord, class: o.class, status: o.status, decreased: r.decreased, cut: r.cut, refused: r.refused, rtt: o.rtt}
 	if o.hasRA {
 		q.retryAfter = o.retryAfter
 	}

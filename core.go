@@ -142,6 +142,7 @@ type outcome struct {
 type reaction struct {
 	decreased bool
 	cut       law.Cut // how the rate was cut, if it was
+	refused   bool    // a 429 after a Retry-After that was not enough: no cut
 	paused    time.Duration
 	parked    bool
 	opened    bool
@@ -220,13 +221,13 @@ func (c *core) signal(now time.Duration, t stamp, o *outcome, sig law.Signal, st
 	if d > 0 && d <= st.MaxPause {
 		c.law.Paused(now, c.gate.pausedUntil, d)
 	}
-	if sig == law.Throttled && c.gate.raRow > 1 {
+	if sig == law.Throttled && o.hasRA && r.paused > 0 && c.gate.raRow > 1 {
 		// the Retry-After before it was not enough: the server refuses
 		// whatever the rate, for now
 		sig = law.Refused
 	}
 	v := c.law.Observe(now, t.Stamp, sig)
-	r.decreased, r.cut = v.Decreased, v.Cut
+	r.decreased, r.cut, r.refused = v.Decreased, v.Cut, sig == law.Refused
 	if sig == law.Overloaded {
 		// increases stay held for OverloadHold after the pause ends
 		c.law.Hold(max(now, c.gate.pausedUntil) + st.OverloadHold)

@@ -106,3 +106,46 @@ func TestBlockAfterSuccessIsThrottle(t *testing.T) {
 	c.record(now+50*time.Millisecond, p, &outcome{class: classify.Success, status: 200, rtt: 50 * time.Millisecond}, st)
 	assert.Greater(t, c.limit(), 1, "its success resumes the scope")
 }
+
+// A lockout longer than its Retry-After (a penalty box): refused again
+// right after each Retry-After was waited, the scope pauses twice as long
+// each time, and the law cuts nothing for those refusals; a success ends
+// the episode, and the next throttle is a throttle again.
+func TestRetryAfterNotEnough(t *testing.T) {
+	st, err := Config{JitterSeed: 1, Jitter: -1}.resolve()
+	require.NoError(t, err)
+	r, errs := Rule{InitialRate: 10}.resolve("Default")
+	require.Empty(t, errs)
+	var c core
+	c.init("a.test", &r, 0, 1)
+	// send sends as soon as the scope lets it from now, and returns when
+	send := func(now time.Duration) (stamp, time.Duration) {
+		t.Helper()
+		d := c.decide(now, st)
+		if d.kind == waitUntil {
+			now = d.wake
+			d = c.decide(now, st)
+		}
+		require.Equal(t, sendNow, d.kind, "at %v: %+v", now, d)
+		return c.take(now), now
+	}
+	throttled := &outcome{class: classify.Throttled, status: 429, retryAfter: time.Second, hasRA: true, rtt: 10 * time.Millisecond}
+	tk, now := send(0)
+	require.True(t, c.record(now, tk, throttled, st).decreased, "the first ends slow start")
+	est := c.law.Estimate()
+	for _, pause := range []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second} {
+		tk, now = send(c.gate.pausedUntil)
+		re := c.record(now, tk, throttled, st)
+		assert.True(t, re.refused, "at %v: refused", now)
+		assert.False(t, re.decreased, "at %v: nothing cut", now)
+		assert.Equal(t, now+pause, c.gate.pausedUntil, "at %v: the pause doubled", now)
+		assert.Equal(t, est, c.law.Estimate(), "at %v: the estimate stands", now)
+	}
+	tk, now = send(c.gate.pausedUntil)
+	c.record(now, tk, &outcome{class: classify.Success, status: 200, rtt: 10 * time.Millisecond}, st)
+	tk, now = send(now + time.Second)
+	re := c.record(now, tk, throttled, st)
+	assert.False(t, re.refused, "a success ended the episode")
+	assert.True(t, re.decreased, "a throttle again")
+	assert.Equal(t, now+time.Second, c.gate.pausedUntil)
+}

@@ -115,6 +115,7 @@ type cause struct {
 	status     int
 	decreased  bool
 	cut        law.Cut // how the law cut the rate, as it says
+	refused    bool    // a 429 the law took for a lockout: paused, not cut
 	retryAfter time.Duration
 	rtt, wait  time.Duration
 	crawlDelay time.Duration // the Crawl-delay that changed the ceiling in this step
@@ -265,6 +266,10 @@ func (t *observed) signal(out []logLine, now time.Duration, q *cause) []logLine 
 		l.event, l.cause, l.was, l.hasWas = class, q.cut.String(), b.estimate, true
 	case q.class == classify.Blocked:
 		l.cause = "block"
+	case q.refused:
+		// refused again after a Retry-After was waited: the pause
+		// doubled, the rate stands
+		l.cause = "retry-after-not-enough"
 	default:
 		// the law kept its state: a signal for a request sent before the
 		// last decrease, the tail of a burst already answered

@@ -41,7 +41,7 @@ type Phase string
 
 // Phases.
 const (
-	PhaseSlowStart Phase = "slow-start" // no estimate yet: the rate doubles per clean round
+	PhaseSlowStart Phase = "slow-start" // no estimate yet, or the search after a drop: the rate doubles per clean round
 	PhaseSteady    Phase = "steady"     // at the estimate, waiting for the next probe
 	PhaseProbing   Phase = "probing"    // a round above the estimate
 )

@@ -114,7 +114,10 @@ func (g *gate) succeeded(probe bool) (closed bool) {
 
 // signal is a throttle or an overload (fresh: sent after the last decrease
 // of its kind). It pauses the scope: Retry-After is honoured whatever the
-// epoch (0 or a past date means MinRetryAfter, never a zero-wait loop);
+// epoch (0 or a past date means MinRetryAfter, never a zero-wait loop),
+// and a fresh one after another with no success between (that
+// Retry-After was not enough) doubles the pause from it, up to
+// MaxBackoff or the Retry-After if longer;
 // without it, a fresh throttle pauses for a couple of send intervals at
 // rate and fresh overloads in a row back off exponentially; the tail of a
 // burst adds nothing. Fresh signals in a row open the breaker. It returns
@@ -127,6 +130,9 @@ func (g *gate) signal(now time.Duration, o *outcome, fresh bool, rate float64, s
 	switch {
 	case o.hasRA:
 		d = max(o.retryAfter, st.MinRetryAfter)
+		if g.raRow > 0 && now > g.pausedUntil+st.MaxBackoff {
+			g.raRow = 0 // long after the last pause: a new episode
+		}
 		if fresh && g.raRow < math.MaxUint16 {
 			g.raRow++
 		}
@@ -257,7 +263,7 @@ func (g *gate) adopt(now, until time.Duration, reason pauseKind, st *settings) b
 
 // unpark lifts a park and any pause at now.
 func (g *gate) unpark(now time.Duration) {
-	g.parked, g.parkProbe, g.parkedUntil, g.blockRow, g.parkLen = false, false, 0, 0, 0
+	g.parked, g.parkProbe, g.parkedUntil, g.blockRow, g.parkLen, g.raRow = false, false, 0, 0, 0, 0
 	if g.pausedUntil != 0 {
 		g.moved(now)
 	}

@@ -104,6 +104,8 @@ func TestGatePauses(t *testing.T) {
 			{at: 3 * sec, do: "429", ra: sec, pausedUntil: 7 * sec, reason: pauseRetryAfter},
 			{at: 7 * sec, do: "ok"},
 			{at: 8 * sec, do: "429", ra: sec, pausedUntil: 9 * sec, reason: pauseRetryAfter},
+			// refused again long after (past MaxBackoff): a new episode
+			{at: 100 * sec, do: "429", ra: sec, pausedUntil: 101 * sec, reason: pauseRetryAfter},
 		},
 		"Retry-After: 0 is the minimum, never a zero-wait loop": {
 			{at: 0, do: "429", ra: 0, pausedUntil: 500 * time.Millisecond, reason: pauseRetryAfter},
@@ -138,15 +140,14 @@ func TestGateBreaker(t *testing.T) {
 		steps = append(steps, gateStep{at: time.Duration(i) * 100 * sec, do: "429", ra: sec, breaker: "closed"})
 		steps = append(steps, gateStep{at: time.Duration(i)*100*sec + time.Millisecond, do: "429", ra: sec, tail: true, breaker: "closed"})
 	}
-	// the sixth in a row opens the breaker for its cooldown (30 s), or for
-	// as long as the Retry-After doubled since the first refusal, if that
-	// is longer (1 s doubled five times: 32 s)
+	// the sixth in a row opens the breaker for its cooldown (30 s); each
+	// came long after the last pause, so none doubled a Retry-After
 	steps = append(steps,
-		gateStep{at: 500 * sec, do: "429", ra: sec, breaker: "open", pausedUntil: 532 * sec, reason: pauseBreaker},
-		gateStep{at: 531 * sec, do: "tick", breaker: "open"},
-		gateStep{at: 532 * sec, do: "tick", breaker: "half-open", sends: true},
-		gateStep{at: 533 * sec, do: "ok", breaker: "half-open"}, // not the probe
-		gateStep{at: 533 * sec, do: "ok", probe: true, breaker: "closed"},
+		gateStep{at: 500 * sec, do: "429", ra: sec, breaker: "open", pausedUntil: 530 * sec, reason: pauseBreaker},
+		gateStep{at: 529 * sec, do: "tick", breaker: "open"},
+		gateStep{at: 530 * sec, do: "tick", breaker: "half-open", sends: true},
+		gateStep{at: 531 * sec, do: "ok", breaker: "half-open"}, // not the probe
+		gateStep{at: 531 * sec, do: "ok", probe: true, breaker: "closed"},
 	)
 	playGate(t, Config{}, steps)
 

@@ -71,7 +71,7 @@ type Phase uint8
 
 // Phases.
 const (
-	SlowStart Phase = iota // no estimate yet: the rate doubles per clean round
+	SlowStart Phase = iota // no estimate yet, or the search after a drop (est > 0): the rate doubles per clean round
 	Steady                 // at the estimate, waiting for the next probe
 	Probing                // a round above the estimate
 )
@@ -179,6 +179,7 @@ type Law struct {
 	// pause as one of the rate does, and waits as long
 	capAt      float64
 	capUntil   time.Duration
+	pausedAt   time.Duration // when the last pause was announced
 	srtt       time.Duration
 	ringTick   int64   // slot number of ring's newest slot
 	ssthresh   float32 // slow start of the limit ends here (whole numbers)
@@ -640,15 +641,25 @@ func (l *Law) Observe(now time.Duration, t Stamp, s Signal) Verdict {
 			l.newRound(now)
 		}
 	case Overloaded:
+		l.roundBad = true
 		before := l.limit
 		// Little's law: a rate that needs fewer in flight than the
-		// overload leaves (the rate times the round trip) does not
-		// explain it; a burst over the concurrency the server takes
-		// does, and the overload is the concurrency's answer alone
-		burst := l.srtt > 0 && t.Rate*l.srtt.Seconds() < float64(t.InFlight-1)
+		// overload leaves (the rate times the successes' round trip)
+		// does not explain it; a burst over the concurrency the server
+		// takes does, and the overload is the concurrency's answer
+		// alone. In a fleet the rate is the fleet's and the in-flight
+		// count this process's: no such test, both are cut.
+		rtt := float64(l.latEMA)
+		burst := l.fleetAt == 0 && rtt > 0 && t.Rate*rtt < float64(t.InFlight-1)
 		v.Decreased = l.onOverload(t.CEpoch, int(t.InFlight))
 		if burst && v.Decreased {
-			l.capAt, l.capUntil = float64(t.InFlight), now+l.failedGap()
+			// the concurrency's probe cost this overload's pause, if
+			// it paused, else little more than the overload itself
+			gap := time.Duration(minProbeGap)
+			if l.pausedAt == now {
+				gap = l.failedGap()
+			}
+			l.capAt, l.capUntil = float64(t.InFlight), now+gap
 		}
 		// Little's law: the work in service at the server is the rate
 		// times the time in service. Concurrency alone sends in bursts
@@ -657,7 +668,7 @@ func (l *Law) Observe(now time.Duration, t Stamp, s Signal) Verdict {
 		if t.Epoch == l.epoch && !burst {
 			v.Cut = l.onThrottle(now, t.Epoch, t.Rate)
 			v.Decreased = v.Cut != NoCut || v.Decreased
-			if v.Cut != NoCut && l.overRow == 1 {
+			if v.Cut != NoCut && l.overRow == 1 && l.fleetAt == 0 {
 				l.littleFloor(before)
 			}
 		}
@@ -681,7 +692,7 @@ func (l *Law) HeldUntil() time.Duration { return l.holdUntil }
 // Paused records a pause of d, from now until until, that a throttle cost:
 // nothing is sent during it, and it sizes the interval between probes.
 func (l *Law) Paused(now, until, d time.Duration) {
-	l.lastPause = d
+	l.lastPause, l.pausedAt = d, now
 	if until > l.roundStart {
 		l.roundStart = until
 	}
@@ -782,6 +793,7 @@ func (l *Law) onSuccess(now time.Duration, t Stamp) {
 	maxc := float64(l.cfg.MaxConcurrency)
 	// a queue under test holds the limit where the test put it
 	if inUse && now >= l.holdUntil && l.limit < maxc && !l.qTest && !l.queueing(now, latencyLow) {
+		prev := l.limit
 		if l.limit < float64(l.ssthresh) {
 			l.limit++
 		} else {
@@ -789,7 +801,8 @@ func (l *Law) onSuccess(now time.Duration, t Stamp) {
 		}
 		l.limit = math.Min(l.limit, maxc)
 		if now < l.capUntil {
-			l.limit = math.Min(l.limit, l.capAt-1)
+			// under the level a burst overloaded, never lowered by it
+			l.limit = math.Max(prev, math.Min(l.limit, l.capAt-1))
 		}
 	}
 	l.endRound(now)
@@ -814,11 +827,15 @@ func (l *Law) endRound(now time.Duration) {
 			// rate throttled before the drop, less the margin, the
 			// capacity did not fall after all. (A round is no
 			// measurement: a burst allowance flatters one.)
-			// A fleet's process that adopted the search knows no top:
-			// it doubles until a throttle, as slow start does.
-			if l.dropTo > 0 && l.rate >= l.dropTo {
-				l.est = math.Max(l.est, l.dropTo)
-				l.ph, l.rate = Steady, l.est
+			top := l.dropTo
+			if l.ceil > 0 && (top == 0 || l.ceil < top) {
+				top = l.ceil
+			}
+			if top > 0 && l.rate >= top {
+				// the drop was misread: the estimate returns, and the
+				// next probe waits as after any step down
+				l.est = math.Max(l.est, top)
+				l.ph, l.rate, l.dropTo, l.fastProbe = Steady, l.est, 0, false
 				l.nextProbe = now + l.probeGap()
 				return
 			}
@@ -908,7 +925,7 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 	var cut Cut
 	searched := false
 	switch {
-	case l.ph == SlowStart && l.est > 0:
+	case l.ph == SlowStart && l.est > 0 && sentRate > l.est*(1+margin/2):
 		// the search after a drop passed the capacity, which lies
 		// between the drop's measurement and the rate throttled. As at
 		// slow start's end the capacity is at least half that rate (the
@@ -918,7 +935,7 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 		// capacity); the search goes on up with probes soon, from the
 		// first step, as after a drop.
 		l.est = math.Max(l.est, sentRate/2*(1-margin))
-		l.hi = sentRate
+		l.hi, l.dropTo = sentRate, 0
 		fast, cut, searched = true, ProbeFailed, true
 	case l.est == 0:
 		// slow start overshoots by at most 2x; the accepted rate can read
@@ -1025,7 +1042,7 @@ func (l *Law) onOverload(cepoch uint32, inflight int) bool {
 // request in flight: 72 % of its capacity). A second overload in a row,
 // with no success between, is the concurrency's: no floor then.
 func (l *Law) littleFloor(before float64) {
-	need := math.Ceil(l.est * l.srtt.Seconds())
+	need := math.Ceil(l.est * float64(l.latEMA))
 	if need > l.limit {
 		l.limit = math.Min(need, math.Max(before, l.limit))
 		l.ssthresh = float32(l.limit)
@@ -1081,6 +1098,12 @@ func (l *Law) Adopt(now time.Duration, s Shared) {
 		est = l.bounded(s.Estimate)
 	}
 	moved := rate != l.rate || s.Epoch != l.epoch || s.Phase != l.ph
+	if moved {
+		// another process's decision: this one's last drop, and the
+		// search's top after it, are not the fleet's (a search adopted
+		// doubles until a throttle, as slow start does)
+		l.dropTo = 0
+	}
 	l.rate, l.est = rate, est
 	if s.Step > 0 && s.Step <= 1 {
 		l.step = s.Step

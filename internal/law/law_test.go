@@ -239,6 +239,15 @@ func TestThrottle(t *testing.T) {
 			[]ev{{at: 6 * sec, do: "send", id: 53, rate: back, wantRate: back, wantEst: back, wantPhase: "steady"}},
 		))
 	})
+	t.Run("under a ceiling the search after a drop ends at the ceiling", func(t *testing.T) {
+		play(t, cfg, seq(dropAfterSlowStart(),
+			[]ev{{at: 2 * sec, do: "ceil", rate: 12}},
+			busyRound(2*sec, 40, 8),
+			[]ev{{at: 3 * sec, do: "send", id: 50, rate: 12, wantRate: 12, wantPhase: "slow-start"}},
+			busyRound(3*sec, 41, 12),
+			[]ev{{at: 4 * sec, do: "send", id: 51, rate: 12, wantEst: 12, wantPhase: "steady"}},
+		))
+	})
 	t.Run("a search after a drop that passes the capacity: half the rate throttled, then probes soon", func(t *testing.T) {
 		play(t, cfg, seq(dropAfterSlowStart(),
 			busyRound(2*sec, 40, 8), busyRound(3*sec, 41, 16),
@@ -424,18 +433,23 @@ func TestOverloadCutsTheRate(t *testing.T) {
 }
 
 // A refusal (a 429 after a Retry-After that was not enough: a lockout)
-// says nothing of the rate: nothing is cut, the round is not clean, and
+// says nothing of the rate: nothing is cut, the round it ends is not
+// judged (a success in its place would start the probe that is due), and
 // the answers to what was sent before it are its tail.
 func TestRefusedCutsNothing(t *testing.T) {
-	play(t, cfg, []ev{
-		{do: "send", id: 1, rate: 8}, {at: 10 * ms, do: "429", id: 1, wantEst: 4 * 0.97},
-		{at: 20 * ms, do: "send", id: 2, rate: 3.88}, {at: 20 * ms, do: "send", id: 3, rate: 3.88},
-		{at: 30 * ms, do: "refused", id: 2, wantEst: 3.88, wantRate: 3.88, wantFresh: yes, wantDecreased: no, wantCut: "none"},
-		{at: 30 * ms, do: "429", id: 3, wantEst: 3.88, wantFresh: no, wantDecreased: no},
-		// the round the refusal spoiled is not judged clean: no probe
-		{at: 40 * ms, do: "send", id: 4, rate: 3.88, paced: true},
-		{at: 2 * sec, do: "ok", id: 4, wantRate: 3.88, wantPhase: "steady"},
-	})
+	refusal := func(answer string, phase string, rate float64) []ev {
+		return []ev{
+			{do: "send", id: 1, rate: 8}, {at: 10 * ms, do: "429", id: 1, wantEst: 4 * 0.97},
+			// the next probe is due at 2.01 s; a busy round runs from 10 ms
+			{at: 20 * ms, do: "send", id: 2, rate: 3.88, paced: true},
+			{at: 30 * ms, do: "send", id: 3, rate: 3.88, paced: true},
+			{at: 3 * sec, do: answer, id: 2, wantEst: 3.88, wantRate: rate, wantPhase: phase, wantFresh: yes, wantDecreased: no},
+		}
+	}
+	play(t, cfg, refusal("ok", "probing", 3.88*1.03)) // the control
+	play(t, cfg, seq(refusal("refused", "steady", 3.88), []ev{
+		{at: 3 * sec, do: "429", id: 3, wantEst: 3.88, wantFresh: no, wantDecreased: no, wantCut: "none"},
+	}))
 }
 
 // Little's law again: a rate that needs fewer in flight than an overload
@@ -447,12 +461,13 @@ func TestOverloadOfABurst(t *testing.T) {
 	c := cfg
 	c.InitialRate, c.StartConcurrency = 10, 16
 	play(t, c, []ev{
-		{do: "rtt", d: 350 * ms},
-		{do: "send", id: 1, rate: 10, inflight: 9},
-		{at: 5 * ms, do: "send", id: 2, rate: 10, inflight: 9},
-		{at: 10 * ms, do: "pause", d: sec},
-		{at: 10 * ms, do: "503", id: 1, wantRate: 10, wantLimit: 8, wantDecreased: yes, wantCut: "none"},
-		{at: 30 * ms, do: "503", id: 2, wantLimit: 8, wantFresh: no, wantDecreased: no, wantCut: "none"},
+		// a success measures the round trip: 350 ms
+		{do: "send", id: 100, rate: 10}, {at: 350 * ms, do: "rtt", d: 350 * ms}, {at: 350 * ms, do: "ok", id: 100},
+		{at: 400 * ms, do: "send", id: 1, rate: 10, inflight: 9},
+		{at: 405 * ms, do: "send", id: 2, rate: 10, inflight: 9},
+		{at: 410 * ms, do: "pause", d: sec},
+		{at: 410 * ms, do: "503", id: 1, wantRate: 10, wantLimit: 8, wantDecreased: yes, wantCut: "none"},
+		{at: 430 * ms, do: "503", id: 2, wantLimit: 8, wantFresh: no, wantDecreased: no, wantCut: "none"},
 		{at: 30 * sec, do: "send", id: 3, rate: 10, inflight: 8, inUse: true},
 		{at: 30*sec + 10*ms, do: "ok", id: 3, wantLimit: 8},
 		{at: 51 * sec, do: "send", id: 4, rate: 10, inflight: 8, inUse: true},
@@ -471,13 +486,15 @@ func TestOverloadKeepsWhatTheRateNeeds(t *testing.T) {
 	want := math.Ceil(est * 0.94 * 0.3)
 	require.Equal(t, 2.0, want)
 	play(t, cfg, []ev{
-		{do: "rtt", d: 300 * ms},
-		{do: "send", id: 1, rate: 14, inflight: 2},
-		{at: 10 * ms, do: "429", id: 1, wantEst: est},
-		{at: 20 * ms, do: "send", id: 2, rate: est, inflight: 2},
-		{at: 30 * ms, do: "503", id: 2, wantEst: est * 0.94, wantLimit: want, wantCut: "step-down"},
-		{at: 40 * ms, do: "send", id: 3, rate: est * 0.94, inflight: 2},
-		{at: 50 * ms, do: "503", id: 3, wantLimit: 1, wantDecreased: yes},
+		// a success measures the round trip: 300 ms
+		{do: "send", id: 100, rate: 14}, {at: 300 * ms, do: "rtt", d: 300 * ms}, {at: 300 * ms, do: "ok", id: 100},
+		// two seconds later: nothing accepted in the last second
+		{at: 2300 * ms, do: "send", id: 1, rate: 14, inflight: 2},
+		{at: 2310 * ms, do: "429", id: 1, wantEst: est},
+		{at: 2320 * ms, do: "send", id: 2, rate: est, inflight: 2},
+		{at: 2330 * ms, do: "503", id: 2, wantEst: est * 0.94, wantLimit: want, wantCut: "step-down"},
+		{at: 2340 * ms, do: "send", id: 3, rate: est * 0.94, inflight: 2},
+		{at: 2350 * ms, do: "503", id: 3, wantLimit: 1, wantDecreased: yes},
 	})
 }
 
