@@ -162,7 +162,7 @@ type Law struct {
 	rate     float64 // pacing rate, req/s (before ceilings)
 	est      float64 // capacity estimate, 0 = unknown
 	step     float64 // the next probe's step above the estimate
-	hi       float64 // the rate the last probe failed at, above est (0: none): the bracket's top
+	hi       float64 // the rate the last probe, or the search after a drop, failed at, above est (0: none): the bracket's top
 	downStep float64 // the last small step down
 	// the last drop: when, and the estimate a step down would have left
 	// (where the search after it stops)

@@ -212,7 +212,7 @@ func TestThrottle(t *testing.T) {
 			ev{at: 2 * sec, do: "429", id: 30, wantEst: 7 / 0.875, wantCut: "drop-detected"})
 		play(t, cfg, evs)
 	})
-	dropAfterSlowStart := func() []ev {
+	aDrop := func() []ev {
 		evs := []ev{{do: "send", id: 1, rate: 80}, {at: 10 * ms, do: "429", id: 1, wantEst: 40 * 0.97}}
 		for i := range 8 {
 			at := sec + time.Duration(i)*125*ms
@@ -226,7 +226,7 @@ func TestThrottle(t *testing.T) {
 	// slow start's, a doubling a clean round
 	back := 38.8 * 0.97
 	t.Run("after a drop the rate doubles a clean round, up to where a step down would have left it", func(t *testing.T) {
-		play(t, cfg, seq(dropAfterSlowStart(),
+		play(t, cfg, seq(aDrop(),
 			[]ev{{at: 2 * sec, do: "send", id: 39, rate: 8, wantRate: 7 / 0.875, wantPhase: "slow-start"}},
 			busyRound(2*sec, 40, 8),
 			[]ev{{at: 3 * sec, do: "send", id: 50, rate: 16, wantRate: 16, wantEst: 7 / 0.875}},
@@ -240,7 +240,7 @@ func TestThrottle(t *testing.T) {
 		))
 	})
 	t.Run("under a ceiling the search after a drop ends at the ceiling", func(t *testing.T) {
-		play(t, cfg, seq(dropAfterSlowStart(),
+		play(t, cfg, seq(aDrop(),
 			[]ev{{at: 2 * sec, do: "ceil", rate: 12}},
 			busyRound(2*sec, 40, 8),
 			[]ev{{at: 3 * sec, do: "send", id: 50, rate: 12, wantRate: 12, wantPhase: "slow-start"}},
@@ -249,7 +249,7 @@ func TestThrottle(t *testing.T) {
 		))
 	})
 	t.Run("a search after a drop that passes the capacity: half the rate throttled, then probes soon", func(t *testing.T) {
-		play(t, cfg, seq(dropAfterSlowStart(),
+		play(t, cfg, seq(aDrop(),
 			busyRound(2*sec, 40, 8), busyRound(3*sec, 41, 16),
 			[]ev{
 				{at: 4 * sec, do: "send", id: 99, rate: 32, wantRate: 32},
