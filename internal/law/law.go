@@ -180,6 +180,7 @@ type Law struct {
 	capAt      float64
 	capUntil   time.Duration
 	pausedAt   time.Duration // when the last pause was announced
+	fleet      bool          // a fleet's: its state is shared (Shared, Adopt, FleetAccepted, Deferred)
 	srtt       time.Duration
 	ringTick   int64   // slot number of ring's newest slot
 	ssthresh   float32 // slow start of the limit ends here (whole numbers)
@@ -342,6 +343,7 @@ func (l *Law) Sent(now time.Duration, rate float64, inflight int, inUse, paced b
 // in. A round judged while its sends wait elsewhere would read them as
 // sends the rate did not hold back, and slow start would not double.
 func (l *Law) Deferred(st Stamp) {
+	l.fleet = true
 	if st.Round != l.roundSeq || l.roundSends == 0 {
 		return // its round has been judged already
 	}
@@ -650,7 +652,7 @@ func (l *Law) Observe(now time.Duration, t Stamp, s Signal) Verdict {
 		// alone. In a fleet the rate is the fleet's and the in-flight
 		// count this process's: no such test, both are cut.
 		rtt := float64(l.latEMA)
-		burst := l.fleetAt == 0 && rtt > 0 && t.Rate*rtt < float64(t.InFlight-1)
+		burst := !l.fleet && rtt > 0 && t.Rate*rtt < float64(t.InFlight-1)
 		v.Decreased = l.onOverload(t.CEpoch, int(t.InFlight))
 		if burst && v.Decreased {
 			// the concurrency's probe cost this overload's pause, if
@@ -668,7 +670,7 @@ func (l *Law) Observe(now time.Duration, t Stamp, s Signal) Verdict {
 		if t.Epoch == l.epoch && !burst {
 			v.Cut = l.onThrottle(now, t.Epoch, t.Rate)
 			v.Decreased = v.Cut != NoCut || v.Decreased
-			if v.Cut != NoCut && l.overRow == 1 && l.fleetAt == 0 {
+			if v.Cut != NoCut && l.overRow == 1 && !l.fleet {
 				l.littleFloor(before)
 			}
 		}
@@ -767,6 +769,7 @@ func (l *Law) accepted(now time.Duration) float64 {
 // (a shared store counts it), req/s: for a second, the law measures the
 // capacity by it rather than by this process's part.
 func (l *Law) FleetAccepted(now time.Duration, perSecond float64) {
+	l.fleet = true
 	if !(perSecond >= 0) || math.IsInf(perSecond, 0) {
 		return
 	}
@@ -1063,8 +1066,11 @@ type Shared struct {
 	NextProbe, SinceDecrease              time.Duration
 }
 
-// Shared returns the law's shared part at now.
+// Shared returns the law's shared part at now; a law asked for it is a
+// fleet's from then on (its rate and estimate are the fleet's, its
+// in-flight counts its own).
 func (l *Law) Shared(now time.Duration) Shared {
+	l.fleet = true
 	return Shared{
 		Rate: l.rate, Estimate: l.est, Step: l.step, DownStep: l.downStep, Limit: l.limit,
 		Epoch: l.epoch, CEpoch: l.cepoch, Phase: l.ph, NextProbe: max(l.nextProbe-now, 0),
@@ -1089,6 +1095,7 @@ func (l *Law) sinceDecrease(now time.Duration) time.Duration {
 // bounded as Restore bounds them, and the concurrency limit is only ever
 // lowered (a decrease decided elsewhere; increases are each process's own).
 func (l *Law) Adopt(now time.Duration, s Shared) {
+	l.fleet = true
 	if !(s.Rate > 0) || !(s.Limit >= 1) || !(s.Estimate >= 0) || math.IsInf(s.Limit, 0) || s.Phase > Probing {
 		return
 	}

@@ -28,7 +28,8 @@ type ev struct {
 	// kept as ticket number id (paced: the pacer held it back). ok, 429,
 	// 503, refused: the answer to ticket id. ceil: the lowest ceiling is rate.
 	// hold: hold increases until at+d. pause: a pause of d from at.
-	// rtt: an answer's round trip was d.
+	// rtt: an answer's round trip was d. fleet: the law's state is
+	// shared (Shared is asked for).
 	do       string
 	id       int
 	rate     float64
@@ -72,6 +73,8 @@ func play(t *testing.T, c law.Config, evs []ev) {
 			l.Paused(e.at, e.at+e.d, e.d)
 		case "rtt":
 			l.RoundTrip(e.d)
+		case "fleet":
+			l.Shared(e.at)
 		default:
 			t.Fatalf("%s: unknown event", where)
 		}
@@ -472,6 +475,19 @@ func TestOverloadOfABurst(t *testing.T) {
 		{at: 30*sec + 10*ms, do: "ok", id: 3, wantLimit: 8},
 		{at: 51 * sec, do: "send", id: 4, rate: 10, inflight: 8, inUse: true},
 		{at: 51*sec + 10*ms, do: "ok", id: 4, wantLimit: 8 + 1.0/8},
+	})
+}
+
+// In a fleet the stamped rate is the fleet's and the in-flight count this
+// process's: no burst test, the overload cuts the rate too, as before.
+func TestOverloadOfABurstInAFleet(t *testing.T) {
+	c := cfg
+	c.InitialRate, c.StartConcurrency = 10, 16
+	play(t, c, []ev{
+		{do: "fleet"},
+		{do: "send", id: 100, rate: 10}, {at: 350 * ms, do: "rtt", d: 350 * ms}, {at: 350 * ms, do: "ok", id: 100},
+		{at: 400 * ms, do: "send", id: 1, rate: 10, inflight: 9},
+		{at: 410 * ms, do: "503", id: 1, wantLimit: 8, wantDecreased: yes, wantCut: "slow-start-end"},
 	})
 }
 
