@@ -843,11 +843,8 @@ func (l *Law) endRound(now time.Duration) {
 				return
 			}
 			l.rate *= 2
-			if l.dropTo > 0 {
-				l.rate = math.Min(l.rate, l.dropTo)
-			}
-			if l.ceil > 0 {
-				l.rate = math.Min(l.rate, l.ceil)
+			if top > 0 {
+				l.rate = math.Min(l.rate, top)
 			}
 		} else if busy && (l.ceil == 0 || l.rate < l.ceil) {
 			l.rate *= 2
