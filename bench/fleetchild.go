@@ -199,16 +199,11 @@ func crawlFleet(cfg childConfig, rep *childReport) error {
 	c := colly.NewCollector(colly.AllowURLRevisit(), colly.StdlibContext(ctx))
 	c.WithTransport(w)
 	pc := polite.Config{Store: store, Robots: new(cfg.Robots)}
-	if dir := os.Getenv("BENCH_DECISIONS"); dir != "" {
-		// every decision of this process's controller, for a look at one
-		// cell: BENCH_DECISIONS=dir go run ./bench -fleet 8 ...
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("proc-%d.log", cfg.Proc)))
-		if err != nil {
-			return fmt.Errorf("bench: fleet worker: %w", err)
-		}
-		defer f.Close()
-		pc.Logger = slog.New(slog.NewTextHandler(f, nil)).With("proc", cfg.Proc)
+	closeLog, err := decisionLog(&pc, "proc", cfg.Proc)
+	if err != nil {
+		return fmt.Errorf("bench: fleet worker: %w", err)
 	}
+	defer closeLog()
 	for h, rate := range cfg.Ceilings {
 		if _, ok := cfg.Hosts[h]; ok {
 			pc.Rules = append(pc.Rules, polite.Rule{Domain: h, Rate: rate})
@@ -514,3 +509,20 @@ func (s *storeLog) lines() []logLine {
 type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
+
+// decisionLog points pc's Logger at BENCH_DECISIONS/<name>-<proc>.log when
+// that variable names a directory: every decision of the process's
+// controller, for a look at one cell (BENCH_DECISIONS=dir go run ./bench
+// -fleet 8 ..., or -fleet-crawl 2). The function it returns closes the file.
+func decisionLog(pc *polite.Config, name string, proc int) (func(), error) {
+	dir := os.Getenv("BENCH_DECISIONS")
+	if dir == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.log", name, proc)))
+	if err != nil {
+		return nil, err
+	}
+	pc.Logger = slog.New(slog.NewTextHandler(f, nil)).With("proc", proc)
+	return func() { f.Close() }, nil
+}

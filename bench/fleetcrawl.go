@@ -7,10 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -347,15 +345,11 @@ func crawlShared(cfg crawlChild, rep *childReport) error {
 	c := colly.NewCollector(colly.StdlibContext(ctx))
 	c.WithTransport(loopbackTransport(cfg.Hosts))
 	pc := polite.Config{Robots: new(false), Store: redisstore.New(rdb, redisstore.Options{Prefix: cfg.Prefix + "-fleet"})}
-	if dir := os.Getenv("BENCH_DECISIONS"); dir != "" {
-		// every decision of this process's controller (as -fleet's)
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("crawl-proc-%d.log", cfg.Proc)))
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		pc.Logger = slog.New(slog.NewTextHandler(f, nil)).With("proc", cfg.Proc)
+	closeLog, err := decisionLog(&pc, "crawl-proc", cfg.Proc)
+	if err != nil {
+		return err
 	}
+	defer closeLog()
 	ctrl := adaptive.Attach(c, pc)
 	defer ctrl.Close()
 	q, err := frontier.New(ctrl, frontier.Config{Threads: cfg.Threads, Shared: sh, LeaseTTL: cfg.Lease})
