@@ -84,10 +84,8 @@ func TestFleetIsOneClient(t *testing.T) {
 func TestFleetStoreDownKeepsEverySecond(t *testing.T) {
 	store := &failingStore{}
 	p := testserver.Policy{Latency: testserver.Latency{Base: 50 * time.Millisecond}}
-	st := fleetCrawlWith(t, 4, 6, store, p, 40*time.Second, func() {
-		time.AfterFunc(10*time.Second, func() { store.broken.Store(true) })
-		time.AfterFunc(30*time.Second, func() { store.broken.Store(false) })
-	}, polite.Config{Default: polite.Rule{Rate: 10}})
+	st := fleetCrawlWith(t, 4, 6, store, p, 40*time.Second, store.downBetween(10*time.Second, 30*time.Second),
+		polite.Config{Default: polite.Rule{Rate: 10}})
 	most, sum := 0, 0
 	for from := 12 * time.Second; from < 30*time.Second; from += 100 * time.Millisecond {
 		n := window(st, from, from+time.Second)
@@ -112,10 +110,8 @@ func TestFleetStoreDownKeepsEverySecond(t *testing.T) {
 func TestFleetRejoinsAtTheFleetsRate(t *testing.T) {
 	store := &failingStore{}
 	p := testserver.Policy{Latency: testserver.Latency{Base: 50 * time.Millisecond}}
-	st := fleetCrawlWith(t, 4, 6, store, p, 30*time.Second, func() {
-		time.AfterFunc(10*time.Second, func() { store.broken.Store(true) })
-		time.AfterFunc(20*time.Second, func() { store.broken.Store(false) })
-	}, polite.Config{Default: polite.Rule{Rate: 19}})
+	st := fleetCrawlWith(t, 4, 6, store, p, 30*time.Second, store.downBetween(10*time.Second, 20*time.Second),
+		polite.Config{Default: polite.Rule{Rate: 19}})
 	down := float64(window(st, 12*time.Second, 20*time.Second)) / 8
 	back := float64(window(st, 21*time.Second, 23*time.Second)) / 2
 	most := 0
@@ -217,6 +213,15 @@ type failingStore struct {
 }
 
 var errDown = errors.New("store down")
+
+// downBetween is a crawl's during: the store fails from from to to (on
+// the crawl's clock).
+func (f *failingStore) downBetween(from, to time.Duration) func() {
+	return func() {
+		time.AfterFunc(from, func() { f.broken.Store(true) })
+		time.AfterFunc(to, func() { f.broken.Store(false) })
+	}
+}
 
 func (f *failingStore) Lease(ctx context.Context, a fleet.LeaseRequest) (fleet.Lease, error) {
 	f.calls.Add(1)
