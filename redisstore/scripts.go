@@ -35,15 +35,17 @@ import "github.com/redis/go-redis/v9"
 // round-trip), and the pause message is built from ARGV. A law version is
 // a decimal integer below 2^53, compared as a string.
 
-// prelude reads the clock and repairs the keys.
+// prelude reads the clock. A key of the wrong type makes the script fail
+// (WRONGTYPE) at the first command on it; Store then runs repairScript and
+// the script once more (Store.run): checking every key's type in every
+// script cost four commands of the twenty or so of a send's two.
+// Whatever a script wrote before it failed is written again, or no longer
+// needed, when it runs again: the process seen, a seed (read back as the
+// fleet's state), a lease given back (the second run finds none, and
+// announces no turn), a pause (announced twice).
 const prelude = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local want = {'hash', 'hash', 'zset', 'zset'}
-for i = 1, 4 do
-  local ty = redis.call('TYPE', KEYS[i])['ok']
-  if ty ~= 'none' and ty ~= want[i] then redis.call('DEL', KEYS[i]) end
-end
 local function num(v)
   local n = tonumber(v or '')
   if not n or n ~= n or n < 0 or n > 9007199254740992 then return 0 end
@@ -66,6 +68,20 @@ local function sweep(ttl)
   redis.call('ZREMRANGEBYSCORE', KEYS[4], (nowms + skew + 1) * 1000, '+inf')
   if ttl > 0 then
     redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', (nowms - 3 * ttl / 1000) * 1000)
+  end
+end
+-- touch gives a scope's keys their life (keyttl, ms) again at the end of
+-- a call: all four when the schedule's is down to 7/8 of keyttl, or it
+-- has none (the schedule was made by this call), and otherwise only those
+-- the call may have made anew (made, a set of key numbers), as a key
+-- emptied, deleted and written again is. Every key so lives at least 7/8
+-- of keyttl after its last use, and at most keyttl; expiring each of
+-- four keys in every call cost four commands of a send's twenty.
+local function touch(keyttl, made)
+  if redis.call('PTTL', KEYS[1]) < keyttl * 7 / 8 then
+    for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], keyttl) end
+  else
+    for i in pairs(made) do redis.call('PEXPIRE', KEYS[i], keyttl) end
   end
 end
 local function law()
@@ -119,20 +135,35 @@ local function fair(limit, fresh, ttl)
   return owed, held, want, total, seen
 end
 -- queue reads the processes refused a lease while they wanted one, in the
--- order they were first refused (the schedule's field q, one per line),
--- keeps those that still want one (want, from fair) and no more than 256.
-local function queue(want)
+-- order they were first refused (v, the schedule's field q, one per
+-- line), keeps those that still want one (want, from fair) and no more
+-- than 256.
+local function queue(v, want)
   local q = {}
-  for n in string.gmatch(redis.call('HGET', KEYS[1], 'q') or '', '[^\n]+') do
+  for n in string.gmatch(v or '', '[^\n]+') do
     if (want[n] or 0) > 0 and #q < 256 then q[#q + 1] = n end
   end
   return q
 end
-local function setqueue(q)
-  if #q > 0 then redis.call('HSET', KEYS[1], 'q', table.concat(q, '\n'))
+-- setqueue writes the queue q where it was v (as read), if it changed.
+local function setqueue(q, v)
+  local n = table.concat(q, '\n')
+  if n == (v or '') then return end
+  if #q > 0 then redis.call('HSET', KEYS[1], 'q', n)
   else redis.call('HDEL', KEYS[1], 'q') end
 end
 `
+
+// repairScript drops each of a scope's keys that has the wrong type: the
+// schedule and the law hashes, the leases and the processes sorted sets.
+var repairScript = redis.NewScript(`
+local want = {'hash', 'hash', 'zset', 'zset'}
+for i = 1, 4 do
+  local ty = redis.call('TYPE', KEYS[i])['ok']
+  if ty ~= 'none' and ty ~= want[i] then redis.call('DEL', KEYS[i]) end
+end
+return 1
+`)
 
 // acquireScript: ARGV 1 process, 2 rate (req/s, 0 or a finite number
 // above), 3 limit, 4 version the caller holds, 5 the state to seed an
@@ -158,19 +189,21 @@ local keyttl = tonumber(ARGV[8])
 local want = math.max(math.min(tonumber(ARGV[9]) or 1, 999), 1)
 local fresh = tonumber(ARGV[10])
 
-redis.call('ZADD', KEYS[4], nowms * 1000 + want, ARGV[1])
+local made = {}
+if redis.call('ZADD', KEYS[4], nowms * 1000 + want, ARGV[1]) == 1 then made[4] = true end
 local state, ver = law()
 if not state and ARGV[5] ~= '' then
   -- an empty store takes the caller's view at a new epoch: a caller that
   -- held none has its own; one that held another gets it back
   state, ver = ARGV[5], int(now)
   redis.call('HSET', KEYS[2], 'state', state, 'version', ver)
+  made[2] = true
   if version == '0' then version = ver end
 end
 local out = false
 if ver ~= version and state then out = state end
 
-local sc = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'reason', 'fl')
+local sc = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'reason', 'fl', 'q')
 local tat, pause, reason = num(sc[1]), num(sc[2]), num(sc[3])
 local paused = 0
 if pause > now then paused = pause - now else reason = 0 end
@@ -205,7 +238,7 @@ if limit > 0 then
   -- (rounded up, so that fractional parts take turns), and no process
   -- queued before it, under its part, is left without one; refused, it
   -- joins the end of the queue, granted, it leaves it
-  local q, ahead, queued, keep = queue(wants), 0, false, {}
+  local q, ahead, queued, keep = queue(sc[5], wants), 0, false, {}
   for _, n in ipairs(q) do
     if n == ARGV[1] then queued = true
     else
@@ -230,21 +263,24 @@ if limit > 0 then
       keep[#keep + 1] = ARGV[1]
     end
   end
-  setqueue(keep)
+  setqueue(keep, sc[5])
 else
   sweep(ttl)
 end
 local live = redis.call('ZCARD', KEYS[4])
 if grant then
   redis.call('ZADD', KEYS[3], now + ttl, ARGV[7])
+  local held = redis.call('ZCARD', KEYS[3])
+  if held == 1 then made[3] = true end
   redis.call('ZADD', KEYS[4], nowms * 1000 + want - 1, ARGV[1])
   local slot = math.max(tat, now, pause)
   redis.call('HSET', KEYS[1], 'tat', slot + interval)
   lease, wait = ARGV[7], slot - now
-  if limit > 0 and redis.call('ZCARD', KEYS[3]) >= limit then inuse = 1 end
+  if limit > 0 and held >= limit then inuse = 1 end
 end
-redis.call('HSET', KEYS[1], 'fl', string.format('%.0f %.0f %.17g %.0f %.0f', lim, limt, ceil, ceilt, nonet))
-for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], keyttl) end
+local nfl = string.format('%.0f %.0f %.17g %.0f %.0f', lim, limt, ceil, ceilt, nonet)
+if nfl ~= sc[4] then redis.call('HSET', KEYS[1], 'fl', nfl) end
+touch(keyttl, made)
 return {lease, wait, paused, reason, out, ver, live, inuse, string.format('%.17g', fleetceil)}
 `)
 
@@ -262,14 +298,18 @@ return {lease, wait, paused, reason, out, ver, live, inuse, string.format('%.17g
 // one per line; a pause as "p", its length in µs, its reason, the scope.
 var releaseScript = redis.NewScript(prelude + fair + `
 local keyttl = tonumber(ARGV[7])
-if ARGV[2] ~= '' and redis.call('ZREM', KEYS[3], ARGV[2]) == 1 then
-  local fl = redis.call('HGET', KEYS[1], 'fl') or ''
+local sc = redis.call('HMGET', KEYS[1], 'fl', 'q', 'pause', 'reason', 'acc')
+local made = {}
+-- a lease given back while a process is queued (q) may be its turn: the
+-- fair pass tells, and is not made without a queue
+if ARGV[2] ~= '' and redis.call('ZREM', KEYS[3], ARGV[2]) == 1 and sc[2] then
+  local fl = sc[1] or ''
   local lim = num(string.match(fl, '^%S+'))
   if stamp(string.match(fl, '^%S+%s+(%S+)')) == 0 then lim = 0 end
   if lim > 0 then
     local owed, held, want, total = fair(lim, tonumber(ARGV[11]), 0)
-    local q = queue(want)
-    setqueue(q)
+    local q = queue(sc[2], want)
+    setqueue(q, sc[2])
     if total < lim then
       for _, n in ipairs(q) do
         if n ~= ARGV[1] and (held[n] or 0) < cap(owed[n] or 0) then
@@ -281,8 +321,7 @@ if ARGV[2] ~= '' and redis.call('ZREM', KEYS[3], ARGV[2]) == 1 then
   end
 end
 
-local sc = redis.call('HMGET', KEYS[1], 'pause', 'reason')
-local pause, reason = num(sc[1]), num(sc[2])
+local pause, reason = num(sc[3]), num(sc[4])
 local d = tonumber(ARGV[3])
 if d > 0 and now + d > pause then
   pause, reason = now + d, tonumber(ARGV[4])
@@ -298,14 +337,14 @@ if ARGV[5] ~= '' and ver == ARGV[6] then
   -- the next version; a first state starts an epoch
   if ver == '0' then ver = int(now) else ver = int(tonumber(ver) + 1) end
   redis.call('HSET', KEYS[2], 'state', ARGV[5], 'version', ver)
-  committed, state = 1, false
+  committed, state, made[2] = 1, false, true
 end
 -- the ring: "first newest n0 ... n7", the tick of its first count, the
 -- newest tick and the counts of the eight ticks up to it, each in the slot
 -- of its tick mod 8
 local tick = math.floor(now / 125000)
 local first, newest, ring, i = tick, 0, {0, 0, 0, 0, 0, 0, 0, 0}, -1
-for v in string.gmatch(redis.call('HGET', KEYS[1], 'acc') or '', '%d+') do
+for v in string.gmatch(sc[5] or '', '%d+') do
   if i == -1 then first = num(v) elseif i == 0 then newest = num(v) elseif i <= 8 then ring[i] = math.min(num(v), 1000000) end
   i = i + 1
 end
@@ -323,7 +362,7 @@ end
 local acc = 0
 for k = 1, 8 do acc = acc + ring[k] end
 if tick - first < 8 then acc = -1 end -- less than a second counted
-for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], keyttl) end
+touch(keyttl, made)
 return {committed, state, ver, paused, reason, acc}
 `)
 

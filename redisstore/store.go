@@ -31,7 +31,8 @@ type Options struct {
 	// "colly-polite".
 	Prefix string
 	// KeyTTL is how long a scope's keys live after their last use, so that
-	// idle scopes vanish. 0 means 1 hour.
+	// idle scopes vanish: at least 7/8 of it, at most all of it (the keys'
+	// lives are renewed when they are down to 7/8). 0 means 1 hour.
 	KeyTTL time.Duration
 	// Logger is where New says which of the client's options would slow
 	// each call to a down or slow Redis (one line at Warn, none for a
@@ -155,7 +156,7 @@ func (s *Store) Lease(ctx context.Context, a fleet.LeaseRequest) (fleet.Lease, e
 	if id == "" {
 		id = a.Process + "/" + strconv.FormatUint(s.leases.Add(1), 10)
 	}
-	res, err := acquireScript.Run(ctx, s.c, s.keys(a.Scope),
+	res, err := s.run(ctx, acquireScript, s.keys(a.Scope),
 		a.Process, a.Rate, a.Limit, strconv.FormatUint(a.Version, 10), a.Seed,
 		micros(a.TTL), member(a.Process, id), s.keyTTL.Milliseconds(), a.Want,
 		fleet.WantFresh.Milliseconds(), a.Ceiling).Slice()
@@ -167,6 +168,19 @@ func (s *Store) Lease(ctx context.Context, a fleet.LeaseRequest) (fleet.Lease, e
 		g.ID = id // the caller's name, not its member
 	}
 	return g, err
+}
+
+// run runs script on a scope's keys; one that fails on a key of the wrong
+// type (another program wrote there) runs again once repairScript has
+// dropped such keys.
+func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	cmd := script.Run(ctx, s.c, keys, args...)
+	if err := cmd.Err(); err != nil && strings.Contains(err.Error(), "WRONGTYPE") {
+		if repairScript.Run(ctx, s.c, keys).Err() == nil {
+			cmd = script.Run(ctx, s.c, keys, args...)
+		}
+	}
+	return cmd
 }
 
 // leaseOf reads acquireScript's reply.
@@ -188,7 +202,7 @@ func leaseOf(res []any) (fleet.Lease, error) {
 
 // Return implements fleet.Store.
 func (s *Store) Return(ctx context.Context, rel fleet.Return) (fleet.Settlement, error) {
-	res, err := releaseScript.Run(ctx, s.c, s.keys(rel.Scope),
+	res, err := s.run(ctx, releaseScript, s.keys(rel.Scope),
 		rel.Process, leaseArg(rel.Process, rel.Lease), max(micros(rel.Pause), 0), int(rel.Reason), string(rel.State),
 		strconv.FormatUint(rel.Version, 10), s.keyTTL.Milliseconds(), s.channel(), rel.Scope, boolArg(rel.Accepted),
 		fleet.WantFresh.Milliseconds()).Slice()
@@ -329,7 +343,7 @@ func (s *Store) Renew(ctx context.Context, scope, process string, leases []strin
 	for _, l := range leases {
 		args = append(args, member(process, l))
 	}
-	if err := renewScript.Run(ctx, s.c, s.keys(scope), args...).Err(); err != nil {
+	if err := s.run(ctx, renewScript, s.keys(scope), args...).Err(); err != nil {
 		return fmt.Errorf("redisstore: renew %q: %w", scope, err)
 	}
 	return nil

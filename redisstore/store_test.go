@@ -144,6 +144,33 @@ func TestKeys(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n, "every key expired")
 
+	// a key emptied (and so deleted) and written again has its life too,
+	// though the others' are not yet down to the 7/8 that renews all
+	hour := redisstore.New(rdb, redisstore.Options{Prefix: "h", KeyTTL: time.Hour})
+	lives := func(what string) {
+		t.Helper()
+		keys, err := rdb.Keys(ctx, "h:*").Result()
+		require.NoError(t, err)
+		require.NotEmpty(t, keys)
+		for _, k := range keys {
+			d, err := rdb.PTTL(ctx, k).Result()
+			require.NoError(t, err)
+			assert.True(t, d > 7*time.Hour/8 && d <= time.Hour, "%s: %s lives %v", what, k, d)
+		}
+	}
+	g, err := acquire(t, hour, "e")
+	require.NoError(t, err)
+	lives("a first lease")
+	_, err = hour.Return(ctx, fleet.Return{Scope: "e", Process: "p", Lease: g.ID})
+	require.NoError(t, err)
+	require.NoError(t, rdb.Del(ctx, redisstore.Keys(hour, "e")[1]).Err()) // the law, forgotten
+	g, err = acquire(t, hour, "e")
+	require.NoError(t, err)
+	lives("a lease after the leases' key was emptied, a seed after the law was")
+	_, err = hour.Return(ctx, fleet.Return{Scope: "e", Process: "p", Lease: g.ID, State: []byte("s2"), Version: g.Version})
+	require.NoError(t, err)
+	lives("a commit")
+
 	for _, corrupt := range []func(key string) error{
 		func(key string) error { return rdb.Set(ctx, key, "x", 0).Err() },
 		func(key string) error {
@@ -164,6 +191,20 @@ func TestKeys(t *testing.T) {
 		assert.Less(t, g.Delay, time.Second, "a corrupt schedule reads as empty")
 		_, err = s.Return(ctx, fleet.Return{Scope: "c", Process: "p", Lease: g.ID, Pause: time.Second, State: []byte("s"), Version: g.Version})
 		require.NoError(t, err)
+
+		// a return and a renewal that meet the corrupt keys first repair
+		// them too
+		for _, k := range keys {
+			require.NoError(t, rdb.Del(ctx, k).Err())
+			require.NoError(t, corrupt(k))
+		}
+		_, err = s.Return(ctx, fleet.Return{Scope: "c", Process: "p", Lease: "p/gone", Pause: time.Second})
+		require.NoError(t, err, "a return on corrupt keys")
+		for _, k := range keys {
+			require.NoError(t, rdb.Del(ctx, k).Err())
+			require.NoError(t, corrupt(k))
+		}
+		require.NoError(t, s.Renew(ctx, "c", "p", []string{"p/gone"}, time.Second), "a renewal on corrupt keys")
 	}
 }
 

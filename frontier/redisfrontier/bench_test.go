@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gocolly/colly/v2"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/colly-polite/polite"
 	"github.com/colly-polite/polite/adaptive"
@@ -17,6 +20,29 @@ import (
 	"github.com/colly-polite/polite/internal/redistest"
 	"github.com/colly-polite/polite/redisstore"
 )
+
+// redisCPU is the CPU time the redis-server has used (INFO cpu: user and
+// system), to tell what a URL costs Redis apart from the client's cost
+// and the machine's other work.
+func redisCPU(b *testing.B, rdb *redis.Client) time.Duration {
+	b.Helper()
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var t float64
+	for _, l := range strings.Split(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(l), ":")
+		if k == "used_cpu_user" || k == "used_cpu_sys" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("INFO cpu: %q", l)
+			}
+			t += f
+		}
+	}
+	return time.Duration(t * float64(time.Second))
+}
 
 // instant answers every request at once, in memory.
 type instant struct{}
@@ -29,7 +55,8 @@ func (instant) RoundTrip(r *http.Request) (*http.Response, error) {
 // 8 threads against a transport that answers at once: the shared queue's
 // own cost per URL (a take and an end, one script each, shared by the
 // scopes asked at once), without and with the fleet's send slot
-// (redisstore: two more round trips per send).
+// (redisstore: two more round trips per send); redis-µs/url is the CPU
+// the redis-server spent per URL, which binds first with the send slot.
 //
 //	go test ./frontier/redisfrontier -run '^$' -bench Run -benchtime 20000x
 func BenchmarkRun(b *testing.B) {
@@ -68,11 +95,13 @@ func BenchmarkRun(b *testing.B) {
 					batch = batch[:0]
 				}
 			}
+			cpu0 := redisCPU(b, rdb)
 			b.ResetTimer()
 			if err := q.Run(c); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "urls/s")
+			b.ReportMetric(float64((redisCPU(b, rdb)-cpu0).Microseconds())/float64(b.N), "redis-µs/url")
 			if p := q.Progress(); p.Done != b.N {
 				b.Fatalf("%d done of %d", p.Done, b.N)
 			}
