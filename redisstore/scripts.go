@@ -40,9 +40,11 @@ import "github.com/redis/go-redis/v9"
 // the script once more (Store.run): checking every key's type in every
 // script cost four commands of the twenty or so of a send's two.
 // Whatever a script wrote before it failed is written again, or no longer
-// needed, when it runs again: the process seen, a seed (read back as the
-// fleet's state), a lease given back (the second run finds none, and
-// announces no turn), a pause (announced twice).
+// needed, when it runs again, and has its life from repairScript: the
+// process seen, a seed (read back as the fleet's state), a lease given
+// back (the second run finds none, and announces no turn, which only a
+// processes key of the wrong type can cause: the release reads the other
+// keys before it writes).
 const prelude = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -155,12 +157,15 @@ end
 `
 
 // repairScript drops each of a scope's keys that has the wrong type: the
-// schedule and the law hashes, the leases and the processes sorted sets.
+// schedule and the law hashes, the leases and the processes sorted sets;
+// and gives the others their life (ARGV 1, ms), since the failed run may
+// have made one and its second run may not know it did.
 var repairScript = redis.NewScript(`
 local want = {'hash', 'hash', 'zset', 'zset'}
 for i = 1, 4 do
   local ty = redis.call('TYPE', KEYS[i])['ok']
-  if ty ~= 'none' and ty ~= want[i] then redis.call('DEL', KEYS[i]) end
+  if ty ~= 'none' and ty ~= want[i] then redis.call('DEL', KEYS[i])
+  else redis.call('PEXPIRE', KEYS[i], ARGV[1]) end
 end
 return 1
 `)
@@ -299,6 +304,7 @@ return {lease, wait, paused, reason, out, ver, live, inuse, string.format('%.17g
 var releaseScript = redis.NewScript(prelude + fair + `
 local keyttl = tonumber(ARGV[7])
 local sc = redis.call('HMGET', KEYS[1], 'fl', 'q', 'pause', 'reason', 'acc')
+local state, ver = law()
 local made = {}
 -- a lease given back while a process is queued (q) may be its turn: the
 -- fair pass tells, and is not made without a queue
@@ -332,7 +338,6 @@ local paused = 0
 if pause > now then paused = pause - now else reason = 0 end
 
 local committed = 0
-local state, ver = law()
 if ARGV[5] ~= '' and ver == ARGV[6] then
   -- the next version; a first state starts an epoch
   if ver == '0' then ver = int(now) else ver = int(tonumber(ver) + 1) end

@@ -176,7 +176,7 @@ func (s *Store) Lease(ctx context.Context, a fleet.LeaseRequest) (fleet.Lease, e
 func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
 	cmd := script.Run(ctx, s.c, keys, args...)
 	if err := cmd.Err(); err != nil && strings.Contains(err.Error(), "WRONGTYPE") {
-		if repairScript.Run(ctx, s.c, keys).Err() == nil {
+		if repairScript.Run(ctx, s.c, keys, s.keyTTL.Milliseconds()).Err() == nil {
 			cmd = script.Run(ctx, s.c, keys, args...)
 		}
 	}

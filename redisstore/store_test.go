@@ -170,6 +170,24 @@ func TestKeys(t *testing.T) {
 	_, err = hour.Return(ctx, fleet.Return{Scope: "e", Process: "p", Lease: g.ID, State: []byte("s2"), Version: g.Version})
 	require.NoError(t, err)
 	lives("a commit")
+	e := redisstore.Keys(hour, "e")
+	require.NoError(t, rdb.Del(ctx, e[1], e[3]).Err()) // the law and the processes, forgotten
+	g, err = hour.Lease(ctx, fleet.LeaseRequest{Scope: "e", Process: "p", Rate: 100, Limit: 10, TTL: time.Second})
+	require.NoError(t, err)
+	lives("the processes seen again")
+	_, err = hour.Return(ctx, fleet.Return{Scope: "e", Process: "p", Lease: g.ID, State: []byte("s3")})
+	require.NoError(t, err)
+	lives("a first commit, on no law")
+	require.NoError(t, rdb.PExpire(ctx, e[0], 7*time.Hour/8-time.Minute).Err())
+	_, err = acquire(t, hour, "e")
+	require.NoError(t, err)
+	lives("every key again once the schedule's life is down to 7/8")
+	// a run that fails on a key of the wrong type after it made one
+	require.NoError(t, rdb.Del(ctx, e[1]).Err())
+	require.NoError(t, rdb.Set(ctx, e[2], "x", 0).Err())
+	_, err = acquire(t, hour, "e")
+	require.NoError(t, err)
+	lives("a seed made by a run that then failed")
 
 	for _, corrupt := range []func(key string) error{
 		func(key string) error { return rdb.Set(ctx, key, "x", 0).Err() },
