@@ -34,7 +34,10 @@ import (
 // under one schedule per host (redisstore). With -fleet-crawl-kill, a cell
 // of 4 whose first process is killed (SIGKILL) once a third of the pages
 // are fetched. Each process prints every page it fetched, so the pages of
-// a killed one are counted too. Judged per host: its finish (the last page
+// a killed one are counted too. With -fleet-crawl-outage, a cell of 4 in
+// which Redis is killed (SIGKILL) once a third of the pages are fetched
+// and restarted empty 10 s later: the processes build the queue again
+// from what each holds. Judged per host: its finish (the last page
 // accepted, from the first request of the crawl) against pages/capacity,
 // every page fetched, and the pages fetched twice.
 
@@ -42,6 +45,7 @@ import (
 type fleetCrawlConfig struct {
 	procs   []int
 	kill    bool
+	outage  bool
 	pages   int
 	threads int
 	runs    int
@@ -50,11 +54,16 @@ type fleetCrawlConfig struct {
 	jsonOut string
 }
 
-// crawlCell is one crawl: its processes and whether one is killed.
+// crawlCell is one crawl: its processes and whether one is killed, or
+// Redis.
 type crawlCell struct {
-	procs int
-	kill  bool
+	procs  int
+	kill   bool
+	outage bool
 }
+
+// crawlOutage is how long Redis stays down in the outage cell.
+const crawlOutage = 10 * time.Second
 
 // crawlHostResult is one host of a crawl cell.
 type crawlHostResult struct {
@@ -77,6 +86,8 @@ type crawlResult struct {
 	Procs    int               `json:"procs"`
 	Killed   bool              `json:"killed"`
 	KilledAt float64           `json:"killed_at_s,omitempty"`
+	Outage   bool              `json:"redis_outage,omitempty"`
+	DownAt   float64           `json:"redis_down_at_s,omitempty"` // killed then, restarted empty crawlOutage later
 	Run      int               `json:"run"`
 	TookS    float64           `json:"took_s"`
 	PerProc  []int             `json:"fetched_per_process"`
@@ -124,11 +135,18 @@ func fleetCrawlMain(ctx context.Context, cfg fleetCrawlConfig) int {
 	if cfg.kill {
 		cells = append(cells, crawlCell{procs: 4, kill: true})
 	}
+	if cfg.outage {
+		if rs == nil {
+			fmt.Fprintln(os.Stderr, "bench: -fleet-crawl-outage needs the bench's own redis-server (REDIS_URL is set)")
+			return 1
+		}
+		cells = append(cells, crawlCell{procs: 4, outage: true})
+	}
 	var results []crawlResult
 	failed := false
 	for run := 1; run <= cfg.runs && ctx.Err() == nil; run++ {
 		for _, c := range cells {
-			r, err := runCrawlCell(ctx, cfg, exe, url, c, run)
+			r, err := runCrawlCell(ctx, cfg, exe, url, rs, c, run)
 			if err != nil {
 				r.Err = err.Error()
 				failed = true
@@ -153,8 +171,8 @@ func fleetCrawlMain(ctx context.Context, cfg fleetCrawlConfig) int {
 	return 0
 }
 
-func runCrawlCell(ctx context.Context, cfg fleetCrawlConfig, exe, redisURL string, c crawlCell, run int) (crawlResult, error) {
-	res := crawlResult{Procs: c.procs, Killed: c.kill, Run: run}
+func runCrawlCell(ctx context.Context, cfg fleetCrawlConfig, exe, redisURL string, rs *demo.RedisServer, c crawlCell, run int) (crawlResult, error) {
+	res := crawlResult{Procs: c.procs, Killed: c.kill, Outage: c.outage, Run: run}
 	hosts := map[string]testserver.Policy{}
 	for _, s := range crawlSites {
 		p := s.policy
@@ -183,22 +201,28 @@ func runCrawlCell(ctx context.Context, cfg fleetCrawlConfig, exe, redisURL strin
 	}
 	total := len(hosts) * (cfg.pages + 1)
 	deadline := time.Now().Add(cfg.timeout)
-	killed := false
+	killed, down := false, time.Time{}
+	var errs []error
 	for !fl.allDone() && time.Now().Before(deadline) && ctx.Err() == nil {
-		if c.kill && !killed {
-			n := 0
-			for h := range hosts {
-				n += len(srv.Stats(h).Accepted)
-			}
-			if n >= total/3 {
+		if (c.kill && !killed || c.outage && down.IsZero()) && accepted(srv, hosts) >= total/3 {
+			at := (srv.Elapsed() - start).Seconds()
+			if c.kill {
 				_ = fl.ps[0].cmd.Process.Kill()
-				killed, res.KilledAt = true, (srv.Elapsed() - start).Seconds()
+				killed, res.KilledAt = true, at
+			} else {
+				rs.Kill()
+				down, res.DownAt = time.Now(), at
+			}
+		}
+		if !down.IsZero() && rs.Pid() == 0 && time.Since(down) >= crawlOutage {
+			if err := rs.Start(); err != nil {
+				errs = append(errs, fmt.Errorf("bench: redis-server did not start again: %w", err))
+				break
 			}
 		}
 		_ = demo.Sleep(ctx, 50*time.Millisecond)
 	}
 	res.TookS = (srv.Elapsed() - start).Seconds()
-	var errs []error
 	if !fl.allDone() {
 		errs = append(errs, fmt.Errorf("bench: the crawl did not end within %v", cfg.timeout))
 	}
@@ -250,10 +274,22 @@ func runCrawlCell(ctx context.Context, cfg fleetCrawlConfig, exe, redisURL strin
 	return res, errors.Join(errs...)
 }
 
+// accepted is the pages the hosts accepted so far.
+func accepted(srv *testserver.Server, hosts map[string]testserver.Policy) int {
+	n := 0
+	for h := range hosts {
+		n += len(srv.Stats(h).Accepted)
+	}
+	return n
+}
+
 func (r crawlResult) oneLine() string {
 	name := fmt.Sprintf("crawl, %d procs", r.Procs)
 	if r.Killed {
 		name += fmt.Sprintf(", one killed at %.1f s", r.KilledAt)
+	}
+	if r.Outage {
+		name += fmt.Sprintf(", Redis down at %.1f s for %v", r.DownAt, crawlOutage)
 	}
 	s := fmt.Sprintf("%-32s #%d took %.1f s, fetched per process %v, requeued %d;", name, r.Run, r.TookS, r.PerProc, r.Requeued)
 	for _, h := range r.Hosts {
@@ -273,13 +309,13 @@ func printCrawls(out *os.File, cfg fleetCrawlConfig, rs []crawlResult) {
 	fmt.Fprintln(out, "| cell | host | ideal | finish, median | latest | target | missing | fetched twice, most | accepted over pages, most | rejected, worst |")
 	fmt.Fprintln(out, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
 	type key struct {
-		procs  int
-		killed bool
+		procs          int
+		killed, outage bool
 	}
 	var keys []key
 	by := map[key][]crawlResult{}
 	for _, r := range rs {
-		k := key{r.Procs, r.Killed}
+		k := key{r.Procs, r.Killed, r.Outage}
 		if by[k] == nil {
 			keys = append(keys, k)
 		}
@@ -289,6 +325,9 @@ func printCrawls(out *os.File, cfg fleetCrawlConfig, rs []crawlResult) {
 		name := fmt.Sprintf("%d procs", k.procs)
 		if k.killed {
 			name += ", one killed"
+		}
+		if k.outage {
+			name += ", Redis restarted empty"
 		}
 		for i, s := range crawlSites {
 			var fin []float64
@@ -313,6 +352,9 @@ func printCrawls(out *os.File, cfg fleetCrawlConfig, rs []crawlResult) {
 			target := ideal + 2
 			if k.killed {
 				target += crawlLease.Seconds()
+			}
+			if k.outage {
+				target += crawlOutage.Seconds()
 			}
 			fmt.Fprintf(out, "| %s | %s | %.1f s | %.1f s | %.1f s | %.1f s | %d | %d | %d | %.2f %% |\n",
 				name, s.host, ideal, fin[len(fin)/2], slices.Max(fin), target, missing, twice, over, rej)

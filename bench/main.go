@@ -234,6 +234,7 @@ func main() {
 	fleetTimeout := flag.Duration("fleet-timeout", 30*time.Second, "fleet mode: each request's deadline (Colly's request timeout); a request that reaches it is lost")
 	fleetCrawl := flag.String("fleet-crawl", "", "shared-frontier crawl mode: comma-separated process counts, e.g. 1,2,4: S11's whole crawl (-pages pages a host) by that many processes consuming one frontier in Redis")
 	fleetCrawlKill := flag.Bool("fleet-crawl-kill", false, "shared-frontier crawl mode: also a cell of 4 processes whose first is killed (SIGKILL) a third of the way")
+	fleetCrawlOutage := flag.Bool("fleet-crawl-outage", false, "shared-frontier crawl mode: also a cell of 4 processes during which Redis is killed (SIGKILL) a third of the way and restarted empty 10 s later")
 	fleetCrawlThreads := flag.Int("fleet-crawl-threads", 8, "shared-frontier crawl mode: the frontier's threads per process")
 	flag.Parse()
 	if *fleetCrawl != "" {
@@ -246,7 +247,7 @@ func main() {
 			log.Fatal("bench: -fleet-crawl needs -pages, -runs and -fleet-crawl-threads of at least 1")
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := fleetCrawlMain(ctx, fleetCrawlConfig{procs: procs, kill: *fleetCrawlKill, pages: *pages, threads: *fleetCrawlThreads,
+		code := fleetCrawlMain(ctx, fleetCrawlConfig{procs: procs, kill: *fleetCrawlKill, outage: *fleetCrawlOutage, pages: *pages, threads: *fleetCrawlThreads,
 			runs: *runs, seed: *seed, timeout: 10 * time.Minute, jsonOut: *jsonOut})
 		stop()
 		os.Exit(code)

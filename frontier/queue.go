@@ -229,7 +229,7 @@ func New(ctrl *polite.Controller, cfg Config) (*Queue, error) {
 		if ttl == 0 {
 			ttl = 10 * time.Second
 		}
-		q.sh = newSharedBackend(cfg.Shared, max(ttl, 100*time.Millisecond), q.broken)
+		q.sh = newSharedBackend(cfg.Shared, max(ttl, 100*time.Millisecond))
 		if err := q.pollShared(); err != nil {
 			q.sh.shutdown(nil)
 			return nil, err
@@ -666,14 +666,15 @@ func (q *Queue) pollShared() error {
 }
 
 // fleetIdle reports whether the fleet's queue, as last read, is empty with
-// nothing leased. Called with mu held.
+// nothing leased, and not being built again after a loss (Held). Called
+// with mu held.
 //
 // The leases of this process's own ends not sent yet (the store is away)
 // do not count: nothing of them runs, and a run that waited for a store
 // down to take them would not end; if they expire, their requests are
 // queued again (Requeued).
 func (q *Queue) fleetIdle() bool {
-	return !q.fleet.at.IsZero() && q.fleet.c.Queued == 0 && q.fleet.c.Leased <= q.sh.unsent()
+	return !q.fleet.at.IsZero() && q.fleet.c.Held == 0 && q.fleet.c.Queued == 0 && q.fleet.c.Leased <= q.sh.unsent()
 }
 
 // usable is why the queue cannot be used, or nil. Called with mu held.

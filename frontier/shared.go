@@ -16,10 +16,19 @@ import (
 // their leases expire.
 //
 // Records and keys are opaque to the store: the frontier encodes them
-// (records of a few dozen bytes for a plain GET) and a record comes back
-// exactly as it was added. A Shared must be safe for concurrent use. Its
-// errors are the store's faults (a timeout, a server down, a reply it
-// cannot read): the queue tries again, except ErrLost.
+// (records of a few dozen bytes for a plain GET, keys of 16 bytes) and a
+// record comes back exactly as it was added. A Shared must be safe for
+// concurrent use. Its errors are the store's faults (a timeout, a server
+// down, a reply it cannot read): the queue tries again. ErrLost says the
+// store lost the queue (a Redis restarted empty): each process then gives
+// the store what it holds to build the queue again (Restore).
+//
+// Each item is added by one process, its owner (the queue, not the
+// program: each Queue names itself), which keeps it until the store says
+// it ended (SharedCounts.Ended): after a loss, the owners' items not
+// ended are queued again, and each process's keys added and ended are the
+// store's again, so that nothing is lost and nothing that ended runs
+// again.
 type Shared interface {
 	// Add puts each item at the tail of its scope's FIFO unless an item
 	// with its Key was added before (it reports which were added). An
@@ -40,18 +49,39 @@ type Shared interface {
 	// Renew extends the leases held to ttl from now.
 	Renew(ctx context.Context, leases []string, ttl time.Duration) error
 	// Counts is the whole fleet's queue: each scope with requests queued,
-	// and the totals.
-	Counts(ctx context.Context) (SharedCounts, error)
+	// and the totals; and the ends of owner's requests since its last
+	// call, which the store then forgets.
+	Counts(ctx context.Context, owner string) (SharedCounts, error)
+	// Restore builds a lost queue again: every process of the fleet
+	// calls it with its part, in pieces, once its calls answer ErrLost.
+	// The store starts a new queue at the first piece, and holds every
+	// take for a moment (SharedCounts.Held) so that the others' parts are
+	// in before a request that ended elsewhere could be taken again. A
+	// piece applied twice (a retry after a lost reply) counts once.
+	Restore(ctx context.Context, owner string, piece SharedRestore) error
 }
 
 // ErrLost is returned by a Shared whose store lost the queue (a Redis
-// restarted empty): the queue stops with it rather than carry on empty.
+// restarted empty): the queue gives its part to Restore, and carries on.
 var ErrLost = errors.New("frontier: the shared queue's store lost it")
+
+// SharedRestore is one piece of a process's part of a lost queue.
+type SharedRestore struct {
+	N int // the piece's number, from 0: each counts once
+	// Seen are keys this process added; Ended keys of requests it
+	// ended, or holds (they are not taken again); Items, its own
+	// requests that have not ended, queued again.
+	Seen, Ended [][]byte
+	Items       []SharedItem
+	// Done and Failed add to the fleet's totals: this process's ends.
+	Done, Failed int64
+}
 
 // SharedItem is one request to add to a Shared.
 type SharedItem struct {
 	Scope  string
-	Key    []byte // what makes two requests the same (method, URL, body)
+	Owner  string // the queue that adds it: 16 characters
+	Key    []byte // what makes two requests the same: a hash, 16 bytes
 	Record []byte // the request, as the frontier encodes it
 }
 
@@ -62,7 +92,7 @@ type SharedAsk struct {
 
 // Leased is what Take handed out for one ask: nil Record for nothing.
 type Leased struct {
-	Record []byte
+	Key, Record []byte
 }
 
 // SharedEnd ends one lease.
@@ -83,6 +113,11 @@ type SharedCounts struct {
 	// expired and which were queued again (each may have been fetched
 	// once already).
 	Done, Failed, Returned int64
+	// Ended are keys of the asking owner's requests that ended since its
+	// last call (some, not all, if many did); Held is how long takes are
+	// still held after a lost queue was started again.
+	Ended [][]byte
+	Held  time.Duration
 }
 
 // ScopeCounts is one scope's part of SharedCounts.

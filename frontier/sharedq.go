@@ -3,8 +3,10 @@ package frontier
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"maps"
 	"sync"
 	"time"
 )
@@ -21,6 +23,16 @@ import (
 // the next poll, an end that failed is kept and sent again, and a lease
 // that expired meanwhile returns its request to the queue (fetched twice,
 // counted in SharedCounts.Returned).
+//
+// A store that lost the queue (ErrLost: a Redis restarted empty) is given
+// this queue's part to build it again (Shared.Restore, in the background,
+// tried until it is in): the keys it added, its requests the store has
+// not said ended (it keeps each one it added until then: its record and
+// scope, some 100 bytes for a plain GET, and 16 bytes of key for good),
+// the keys of those it ended or holds (16 bytes each, for good), and its
+// counts of ends. Its requests held then, at a scope's head or running,
+// are run by it and not again; their ends find no lease and count
+// nowhere (the fleet's Done misses them).
 
 // pollEvery is how often a queue with a Shared reads the fleet's counts.
 const pollEvery = 250 * time.Millisecond
@@ -34,24 +46,27 @@ const sharedRetry = time.Second
 
 // sharedBackend is a queue's side of its Shared.
 type sharedBackend struct {
-	sh   Shared
-	ttl  time.Duration
-	fail func(error) // ErrLost: the queue stops
+	sh    Shared
+	ttl   time.Duration
+	owner string // this queue's name in the store
 
 	mu    sync.Mutex
-	held  map[string]struct{} // leases held, at a scope's head or running; guarded by mu
-	ends  []SharedEnd         // to send; guarded by mu
-	sent  int                 // ends in the round being sent; guarded by mu
-	busy  bool                // an ends round runs; guarded by mu
-	idle  *sync.Cond          // on mu: broadcast when busy ends
-	down  bool                // the last call failed; guarded by mu
+	held  map[string]key // leases held, at a scope's head or running, and their keys; guarded by mu
+	part  part           // what this queue gives back to a store that lost the queue; guarded by mu
+	lost  bool           // a restore runs; guarded by mu
+	ends  []SharedEnd    // to send; guarded by mu
+	sent  int            // ends in the round being sent; guarded by mu
+	busy  bool           // an ends round runs; guarded by mu
+	idle  *sync.Cond     // on mu: broadcast when busy ends
+	down  bool           // the last call failed; guarded by mu
 	stop  chan struct{}
 	wg    sync.WaitGroup
 	close sync.Once
 }
 
-func newSharedBackend(sh Shared, ttl time.Duration, fail func(error)) *sharedBackend {
-	b := &sharedBackend{sh: sh, ttl: ttl, fail: fail, held: map[string]struct{}{}, stop: make(chan struct{})}
+func newSharedBackend(sh Shared, ttl time.Duration) *sharedBackend {
+	b := &sharedBackend{sh: sh, ttl: ttl, owner: leaseName()[:16], held: map[string]key{}, stop: make(chan struct{})}
+	b.part = part{mine: map[key]mine{}, added: map[key]struct{}{}, ended: map[key]struct{}{}}
 	b.idle = sync.NewCond(&b.mu)
 	b.wg.Go(b.renew)
 	return b
@@ -68,14 +83,15 @@ func (b *sharedBackend) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), sharedCall)
 }
 
-// failed notes a call's error: ErrLost stops the queue; another is a
+// failed notes a call's error: ErrLost starts a restore; every error is a
 // fault that passes.
 func (b *sharedBackend) failed(err error) {
-	if errors.Is(err, ErrLost) {
-		b.fail(err)
-	}
 	b.mu.Lock()
 	b.down = err != nil
+	if errors.Is(err, ErrLost) && !b.lost && !b.closed() {
+		b.lost = true
+		b.wg.Go(b.restore)
+	}
 	b.mu.Unlock()
 	if err != nil {
 		b.idle.Broadcast() // a flush does not wait for a store that is down
@@ -92,7 +108,8 @@ func (b *sharedBackend) failed(err error) {
 func (b *sharedBackend) add(scopes []string, ops []*op) error {
 	items := make([]SharedItem, len(ops))
 	for i, o := range ops {
-		items[i] = SharedItem{Scope: scopes[i], Key: o.seen, Record: o.rec}
+		k := keyOf(o.seen)
+		items[i] = SharedItem{Scope: scopes[i], Owner: b.owner, Key: k[:], Record: o.rec}
 	}
 	var err error
 	for try := range addTries {
@@ -113,16 +130,43 @@ func (b *sharedBackend) add(scopes []string, ops []*op) error {
 		}
 		b.failed(err)
 		if err == nil {
+			b.mu.Lock()
 			for i, o := range ops {
 				o.dup = !added[i] && try == 0
+				if added[i] {
+					k := key(items[i].Key)
+					b.part.mine[k] = mine{scope: items[i].Scope, rec: items[i].Record}
+					b.part.added[k] = struct{}{}
+				}
 			}
+			b.mu.Unlock()
 			return nil
-		}
-		if errors.Is(err, ErrLost) {
-			return err
 		}
 	}
 	return err
+}
+
+// key is a request's key in the store: a hash of what makes two requests
+// the same.
+type key [16]byte
+
+func keyOf(seen []byte) key {
+	h := sha256.Sum256(seen)
+	return key(h[:16])
+}
+
+// mine is a request this queue added that has not ended, as far as it
+// knows.
+type mine struct {
+	scope string
+	rec   []byte
+}
+
+// part is what a queue gives back to a store that lost the queue.
+type part struct {
+	mine         map[key]mine
+	added, ended map[key]struct{}
+	done, failed int64
 }
 
 // addTries is how many times an add is tried.
@@ -154,10 +198,12 @@ func (b *sharedBackend) take(refills []refill) ([][]item, error) {
 		if g.Record == nil {
 			continue
 		}
-		b.held[asks[i].Lease] = struct{}{}
+		var k key
+		copy(k[:], g.Key)
+		b.held[asks[i].Lease] = k
 		if err := checkRecord(g.Record); err != nil {
 			// not the frontier's record: ended as failed, not handed out
-			b.ends = append(b.ends, SharedEnd{Lease: asks[i].Lease, Failed: true})
+			b.endLocked(asks[i].Lease, true)
 			continue
 		}
 		out[i] = []item{{rec: g.Record, lease: asks[i].Lease}}
@@ -171,8 +217,22 @@ func (b *sharedBackend) take(refills []refill) ([][]item, error) {
 func (b *sharedBackend) end(lease string, failed bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.ends = append(b.ends, SharedEnd{Lease: lease, Failed: failed})
+	b.endLocked(lease, failed)
 	b.startEnds()
+}
+
+// endLocked queues a lease's end and notes it in the part. Called with mu
+// held.
+func (b *sharedBackend) endLocked(lease string, failed bool) {
+	b.ends = append(b.ends, SharedEnd{Lease: lease, Failed: failed})
+	if k, ok := b.held[lease]; ok {
+		b.part.ended[k] = struct{}{}
+		if failed {
+			b.part.failed++
+		} else {
+			b.part.done++
+		}
+	}
 }
 
 // startEnds sends the pending ends unless a round runs. Called with mu
@@ -266,14 +326,97 @@ func (b *sharedBackend) renew() {
 	}
 }
 
-// counts reads the fleet's counts.
+// counts reads the fleet's counts, and forgets the records of this
+// queue's requests that the store says ended.
 func (b *sharedBackend) counts() (SharedCounts, error) {
 	ctx, cancel := b.ctx()
 	defer cancel()
-	c, err := b.sh.Counts(ctx)
+	c, err := b.sh.Counts(ctx, b.owner)
 	b.failed(err)
+	if err == nil && len(c.Ended) > 0 {
+		b.mu.Lock()
+		for _, e := range c.Ended {
+			var k key
+			copy(k[:], e)
+			delete(b.part.mine, k)
+		}
+		b.mu.Unlock()
+	}
 	return c, err
 }
+
+// closed reports whether the queue is closing (its goroutines stop).
+func (b *sharedBackend) closed() bool {
+	select {
+	case <-b.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// restorePiece bounds the keys and requests in one piece of a restore.
+const restorePiece = 1000
+
+// restore gives this queue's part to a store that lost the queue, in
+// pieces, trying each again while the store fails, until it is in or the
+// queue closes. The part is read once: what this queue ends meanwhile was
+// held then, and is in it.
+func (b *sharedBackend) restore() {
+	b.mu.Lock()
+	p := SharedRestore{Done: b.part.done, Failed: b.part.failed}
+	var pieces []SharedRestore
+	next := func() *SharedRestore {
+		if len(p.Seen)+len(p.Ended)+len(p.Items) >= restorePiece {
+			pieces = append(pieces, p)
+			p = SharedRestore{N: len(pieces)}
+		}
+		return &p
+	}
+	// what ended or is held first; the items before the keys seen, which
+	// hold theirs (restoreScript queues no item whose key is seen)
+	ended := maps.Clone(b.part.ended)
+	for _, k := range b.held {
+		ended[k] = struct{}{}
+	}
+	for k := range ended {
+		c := next()
+		c.Ended = append(c.Ended, bytesOf(k))
+	}
+	for k, m := range b.part.mine {
+		if _, ok := ended[k]; ok {
+			continue // ended, or held: it is not queued again
+		}
+		c := next()
+		c.Items = append(c.Items, SharedItem{Scope: m.scope, Owner: b.owner, Key: bytesOf(k), Record: m.rec})
+	}
+	for k := range b.part.added {
+		c := next()
+		c.Seen = append(c.Seen, bytesOf(k))
+	}
+	pieces = append(pieces, p)
+	b.mu.Unlock()
+	for _, piece := range pieces {
+		for {
+			ctx, cancel := b.ctx()
+			err := b.sh.Restore(ctx, b.owner, piece)
+			cancel()
+			if err == nil {
+				break
+			}
+			select {
+			case <-b.stop:
+				return
+			case <-time.After(sharedRetry):
+			}
+		}
+	}
+	b.mu.Lock()
+	b.lost = false
+	b.mu.Unlock()
+}
+
+func bytesOf(k key) []byte { return append([]byte(nil), k[:]...) }
 
 // shutdown gives back the leases of the requests the queue holds at its
 // scopes' heads (those go back to the heads of their scopes' FIFOs at

@@ -14,8 +14,8 @@
 // queue carries the same hash tag, so the queue lives in one slot: it
 // runs on one Redis, or on a Cluster as one slot (one shard does its
 // work). Without persistence, a Redis restarted empty has lost the queue:
-// the scripts find its epoch gone and answer frontier.ErrLost, and the
-// processes stop rather than carry on with an empty queue.
+// the scripts find its epoch gone and answer frontier.ErrLost, and each
+// process gives its part back (Restore): the first starts a new queue.
 package redisfrontier
 
 import (
@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -41,6 +42,14 @@ var ErrReply = errors.New("redisfrontier: unreadable reply")
 // reclaimPerCall bounds the expired leases one call queues again.
 const reclaimPerCall = 64
 
+// endsPerCall bounds the ends one Counts reads.
+const endsPerCall = 4096
+
+// restoreHold is how long a queue started again after a loss holds its
+// takes, so that every process's part is in (each learns of the loss at
+// its next call: a Queue reads the counts four times a second).
+const restoreHold = 2 * time.Second
+
 // Options are a Frontier's settings; the zero value of each field means
 // the stated default.
 type Options struct {
@@ -54,8 +63,10 @@ type Frontier struct {
 	c      redis.UniversalClient
 	keys   []string
 	lists  string // a scope's list is lists + its id
-	epoch  string
 	prefix string
+
+	mu    sync.Mutex
+	epoch string // guarded by mu
 }
 
 var _ frontier.Shared = (*Frontier)(nil)
@@ -68,12 +79,10 @@ func New(ctx context.Context, client redis.UniversalClient, o Options) (*Frontie
 	}
 	tag := "{" + o.Prefix + "}"
 	f := &Frontier{c: client, lists: tag + ":q:", prefix: o.Prefix}
-	for _, k := range []string{"epoch", "seen", "queued", "names", "leases", "expiry", "totals", "ended"} {
+	for _, k := range []string{"epoch", "seen", "queued", "names", "leases", "expiry", "totals", "ended", "tomb", "restored", "held"} {
 		f.keys = append(f.keys, tag+":"+k)
 	}
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	if err := client.SetNX(ctx, f.keys[0], hex.EncodeToString(b[:]), 0).Err(); err != nil {
+	if err := client.SetNX(ctx, f.keys[0], newEpoch(), 0).Err(); err != nil {
 		return nil, fmt.Errorf("redisfrontier: %w", err)
 	}
 	e, err := client.Get(ctx, f.keys[0]).Result()
@@ -91,10 +100,30 @@ func scopeID(scope string) string {
 	return hex.EncodeToString(h[:8])
 }
 
-// seenKey bounds a request's key to 16 bytes.
+// newEpoch names a new queue.
+func newEpoch() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// seenKey is a request's key as the scripts keep it: 16 bytes (the
+// frontier's are; any other is hashed to that).
 func seenKey(k []byte) string {
+	if len(k) == 16 {
+		return string(k)
+	}
 	h := sha256.Sum256(k)
 	return string(h[:16])
+}
+
+// owner is an owner's name as the scripts keep it: 16 characters.
+func owner(o string) string {
+	if len(o) == 16 {
+		return o
+	}
+	h := sha256.Sum256([]byte(o))
+	return hex.EncodeToString(h[:8])
 }
 
 func (f *Frontier) run(ctx context.Context, s *redis.Script, args []any) (any, error) {
@@ -108,15 +137,22 @@ func (f *Frontier) run(ctx context.Context, s *redis.Script, args []any) (any, e
 	return v, nil
 }
 
-func (f *Frontier) head(extra any) []any { return []any{f.epoch, f.lists, extra} }
+func (f *Frontier) head(extra any) []any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return []any{f.epoch, f.lists, extra}
+}
 
 // Add implements frontier.Shared.
 func (f *Frontier) Add(ctx context.Context, items []frontier.SharedItem) ([]bool, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
-	args := f.head(0)
+	args := f.head(owner(items[0].Owner))
 	for _, it := range items {
+		if it.Owner != items[0].Owner {
+			return nil, errors.New("redisfrontier: an add of two owners' items")
+		}
 		args = append(args, scopeID(it.Scope), it.Scope, seenKey(it.Key), it.Record)
 	}
 	v, err := f.run(ctx, addScript, args)
@@ -170,7 +206,10 @@ func leasedOf(v any, n int) ([]frontier.Leased, error) {
 		switch r := x.(type) {
 		case nil:
 		case string:
-			out[i].Record = []byte(r)
+			if len(r) < 16 {
+				return nil, fmt.Errorf("%w: take: an entry of %d bytes", ErrReply, len(r))
+			}
+			out[i].Key, out[i].Record = []byte(r[:16]), []byte(r[16:])
 		default:
 			return nil, fmt.Errorf("%w: take: %T", ErrReply, x)
 		}
@@ -222,8 +261,8 @@ func (f *Frontier) Renew(ctx context.Context, leases []string, ttl time.Duration
 }
 
 // Counts implements frontier.Shared.
-func (f *Frontier) Counts(ctx context.Context) (frontier.SharedCounts, error) {
-	v, err := f.run(ctx, countsScript, f.head(reclaimPerCall))
+func (f *Frontier) Counts(ctx context.Context, own string) (frontier.SharedCounts, error) {
+	v, err := f.run(ctx, countsScript, append(f.head(reclaimPerCall), owner(own), endsPerCall))
 	if err != nil {
 		return frontier.SharedCounts{}, err
 	}
@@ -236,8 +275,8 @@ func countsOf(v any) (frontier.SharedCounts, error) {
 		return frontier.SharedCounts{}, fmt.Errorf("%w: counts: %s", ErrReply, what)
 	}
 	a, ok := v.([]any)
-	if !ok || len(a) != 5 {
-		return bad("not five parts")
+	if !ok || len(a) != 7 {
+		return bad("not seven parts")
 	}
 	per, ok := a[0].([]any)
 	if !ok || len(per)%3 != 0 {
@@ -269,7 +308,50 @@ func countsOf(v any) (frontier.SharedCounts, error) {
 		return bad("totals")
 	}
 	c.Failed, c.Returned, c.Leased = fl, ret, int(min(leased, 1<<40))
+	ends, ok := a[5].([]any)
+	if !ok {
+		return bad("ends")
+	}
+	for _, e := range ends {
+		k, ok := e.(string)
+		if !ok || len(k) != 16 {
+			return bad("an end")
+		}
+		c.Ended = append(c.Ended, []byte(k))
+	}
+	held, ok := a[6].(int64)
+	if !ok || held < 0 {
+		return bad("held")
+	}
+	c.Held = time.Duration(min(held, int64(restoreHold/time.Millisecond))) * time.Millisecond
 	return c, nil
+}
+
+// Restore implements frontier.Shared.
+func (f *Frontier) Restore(ctx context.Context, own string, p frontier.SharedRestore) error {
+	args := []any{newEpoch(), f.lists, owner(own), p.N, p.Done, p.Failed, restoreHold.Milliseconds(), len(p.Seen)}
+	for _, k := range p.Seen {
+		args = append(args, seenKey(k))
+	}
+	args = append(args, len(p.Ended))
+	for _, k := range p.Ended {
+		args = append(args, seenKey(k))
+	}
+	for _, it := range p.Items {
+		args = append(args, scopeID(it.Scope), it.Scope, seenKey(it.Key), it.Record)
+	}
+	v, err := restoreScript.Run(ctx, f.c, f.keys, args...).Result()
+	if err != nil {
+		return fmt.Errorf("redisfrontier: restore: %w", err)
+	}
+	e, ok := v.(string)
+	if !ok || e == "" {
+		return fmt.Errorf("%w: restore: %T", ErrReply, v)
+	}
+	f.mu.Lock()
+	f.epoch = e
+	f.mu.Unlock()
+	return nil
 }
 
 // num reads a count Redis returned as a string or an integer: untrusted,

@@ -139,7 +139,7 @@ func TestDeadProcessReturnsItsRequests(t *testing.T) {
 	for _, g := range got {
 		require.NotNil(t, g.Record)
 	}
-	c, err := dead.Counts(context.Background())
+	c, err := dead.Counts(context.Background(), "dead")
 	require.NoError(t, err)
 	assert.Equal(t, 3, c.Leased)
 	require.NoError(t, alive.q.Run(alive.c))
@@ -168,22 +168,56 @@ func TestAddURLsShared(t *testing.T) {
 	assert.Equal(t, 4, int(p.fetched.Load()))
 }
 
-// A Redis that lost the queue (restarted empty, flushed) is told, not taken
-// for an empty queue: Run stops with ErrLost.
-func TestLostQueueStopsRun(t *testing.T) {
-	rs := redistest.Start(t)
-	rdb := rs.Client(t)
-	srv := site(t, 50, "a.test")
-	p := newProcess(t, srv, rdb, "lost", frontier.Config{Threads: 1})
-	require.NoError(t, p.q.AddURL(srv.HostURL("a.test")+"/"))
-	p.c.OnResponse(func(*colly.Response) {
-		if p.fetched.Load() == 3 {
-			require.NoError(t, rs.Do("FLUSHALL"))
-		}
-	})
-	err := p.q.Run(p.c)
-	assert.ErrorIs(t, err, frontier.ErrLost)
-	assert.Less(t, len(srv.Stats("a.test").Accepted), 51, "it stopped")
+// A Redis that lost the queue mid-crawl of two processes (flushed, or
+// killed and restarted empty) is built again from what the processes hold:
+// every page is fetched, none twice, and both runs end.
+func TestLostQueueRestored(t *testing.T) {
+	for _, fault := range []string{"flush", "restart"} {
+		t.Run(fault, func(t *testing.T) {
+			rs := redistest.Start(t)
+			rdb := rs.Client(t)
+			const pages = 60
+			srv := site(t, pages, "a.test", "b.test")
+			var procs []*process
+			for range 2 {
+				procs = append(procs, newProcess(t, srv, rdb, "lost", frontier.Config{Threads: 3}))
+			}
+			require.NoError(t, procs[0].q.AddURL(srv.HostURL("a.test")+"/"))
+			require.NoError(t, procs[1].q.AddURL(srv.HostURL("b.test")+"/"))
+			var once sync.Once
+			var during sync.WaitGroup
+			procs[1].c.OnResponse(func(*colly.Response) {
+				if procs[1].fetched.Load() != 15 {
+					return
+				}
+				once.Do(func() {
+					during.Go(func() {
+						if fault == "flush" {
+							assert.NoError(t, rs.Do("FLUSHALL"))
+							return
+						}
+						rs.Stop()
+						time.Sleep(500 * time.Millisecond)
+						rs.Restart()
+					})
+				})
+			})
+			var wg sync.WaitGroup
+			for _, p := range procs {
+				wg.Go(func() { assert.NoError(t, p.q.Run(p.c)) })
+			}
+			wg.Wait()
+			during.Wait()
+			for _, h := range []string{"a.test", "b.test"} {
+				st := srv.Stats(h)
+				assert.Equal(t, pages+1, len(st.Accepted), "%s: every page", h)
+				assert.Equal(t, pages+1, st.Requests, "%s: none twice", h)
+			}
+			for i, p := range procs {
+				t.Logf("process %d fetched %d", i, p.fetched.Load())
+			}
+		})
+	}
 }
 
 // A store fault of 2 s mid-crawl of two processes (queue and send slots
@@ -247,9 +281,9 @@ func TestScripts(t *testing.T) {
 	f, err := redisfrontier.New(ctx, rs.Client(t), redisfrontier.Options{Prefix: "scripts"})
 	require.NoError(t, err)
 	added, err := f.Add(ctx, []frontier.SharedItem{
-		{Scope: "s", Key: []byte("1"), Record: []byte("one")},
-		{Scope: "s", Key: []byte("2"), Record: []byte("two")},
-		{Scope: "s", Key: []byte("1"), Record: []byte("one again")},
+		{Scope: "s", Owner: "owner-a", Key: []byte("1"), Record: []byte("one")},
+		{Scope: "s", Owner: "owner-a", Key: []byte("2"), Record: []byte("two")},
+		{Scope: "s", Owner: "owner-a", Key: []byte("1"), Record: []byte("one again")},
 	})
 	require.NoError(t, err)
 	assert.Equal(t, []bool{true, true, false}, added)
@@ -265,12 +299,48 @@ func TestScripts(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "one", string(got[0].Record), "released to the head")
 	require.NoError(t, f.Done(ctx, []frontier.SharedEnd{{Lease: "c"}, {Lease: "c"}, {Lease: "unknown", Failed: true}}))
-	c, err := f.Counts(ctx)
+	c, err := f.Counts(ctx, "owner-a")
 	require.NoError(t, err)
-	assert.Equal(t, frontier.SharedCounts{Scopes: map[string]frontier.ScopeCounts{"s": {Queued: 1, Ended: 1}}, Queued: 1, Done: 1}, c)
-	require.NoError(t, rs.Do("DEL", "{scripts}:epoch"))
-	_, err = f.Counts(ctx)
+	assert.Equal(t, map[string]frontier.ScopeCounts{"s": {Queued: 1, Ended: 1}}, c.Scopes)
+	assert.Equal(t, []int64{1, 1, 0, 0}, []int64{int64(c.Queued), c.Done, c.Failed, int64(c.Leased)})
+	assert.Equal(t, [][]byte{got[0].Key}, c.Ended, "the owner hears of its request's end")
+	assert.Len(t, got[0].Key, 16)
+	c, err = f.Counts(ctx, "owner-a")
+	require.NoError(t, err)
+	assert.Empty(t, c.Ended, "once")
+
+	// lost: a call says so; a restore starts a new queue, holds its takes
+	// for a moment, queues the owner's requests again, and never hands out
+	// one whose key ended (or was held) before the loss
+	require.NoError(t, rs.Do("FLUSHALL"))
+	_, err = f.Counts(ctx, "owner-a")
 	assert.True(t, errors.Is(err, frontier.ErrLost), "%v", err)
+	piece := frontier.SharedRestore{
+		Seen:  [][]byte{[]byte("1"), []byte("2"), []byte("3")},
+		Ended: [][]byte{[]byte("3")},
+		Items: []frontier.SharedItem{
+			{Scope: "s", Owner: "owner-a", Key: []byte("2"), Record: []byte("two")},
+			{Scope: "s", Owner: "owner-a", Key: []byte("3"), Record: []byte("three, ended elsewhere")},
+		},
+		Done: 5, Failed: 2,
+	}
+	require.NoError(t, f.Restore(ctx, "owner-a", piece))
+	require.NoError(t, f.Restore(ctx, "owner-a", piece), "a piece again counts once")
+	c, err = f.Counts(ctx, "owner-a")
+	require.NoError(t, err)
+	assert.Equal(t, []int64{2, 5, 2}, []int64{int64(c.Queued), c.Done, c.Failed})
+	assert.Positive(t, c.Held, "takes are held")
+	got, err = f.Take(ctx, []frontier.SharedAsk{{Scope: "s", Lease: "d"}}, time.Minute)
+	require.NoError(t, err)
+	assert.Nil(t, got[0].Record, "held")
+	require.NoError(t, rs.Do("SET", "{scripts}:held", "0")) // the moment is over
+	got, err = f.Take(ctx, []frontier.SharedAsk{{Scope: "s", Lease: "d"}, {Scope: "s", Lease: "e"}}, time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, "two", string(got[0].Record))
+	assert.Nil(t, got[1].Record, "three ended before the loss: not handed out")
+	added, err = f.Add(ctx, []frontier.SharedItem{{Scope: "s", Owner: "owner-b", Key: []byte("1"), Record: []byte("one again")}})
+	require.NoError(t, err)
+	assert.Equal(t, []bool{false}, added, "the keys seen are the queue's again")
 }
 
 // A lease lives 300 ms and each page takes 500 ms: renewed every 100 ms

@@ -35,8 +35,13 @@ func FuzzReplies(f *testing.F) {
 				t.Fatalf("counts: %v", err)
 			}
 			if err == nil {
-				if c.Queued < 0 || c.Leased < 0 || c.Done < 0 || c.Failed < 0 || c.Returned < 0 {
+				if c.Queued < 0 || c.Leased < 0 || c.Done < 0 || c.Failed < 0 || c.Returned < 0 || c.Held < 0 {
 					t.Fatalf("counts: %+v", c)
+				}
+				for _, e := range c.Ended {
+					if len(e) != 16 {
+						t.Fatalf("counts: an end of %d bytes", len(e))
+					}
 				}
 				for k, s := range c.Scopes {
 					if k == "" || s.Queued <= 0 || s.Ended < 0 {

@@ -11,14 +11,25 @@ import "github.com/redis/go-redis/v9"
 // a script that finds another, or none, answers LOST), 2 the requests seen
 // (set of 16-byte keys), 3 the queued counts (hash: scope id -> count, the
 // scopes with requests queued), 4 the scope names (hash: id -> scope), 5
-// the leases (hash: lease -> scope id, 16 characters, then the record), 6
+// the leases (hash: lease -> scope id, 16 characters, then the entry), 6
 // the leases' expiries (sorted set: lease -> ms), 7 the totals (hash: done,
-// failed, returned), 8 the ended counts (hash: scope id -> count). A
-// scope's list is ARGV[2] .. its id: keys a script builds, all under the
-// same hash tag as the others (one slot).
+// failed, returned), 8 the ended counts (hash: scope id -> count), 9 the
+// keys not to hand out (set: requests that ended, or were held, before the
+// queue was lost), 10 the pieces restored (set: owner:piece), 11 until
+// when takes are held (string, ms) after a lost queue started again. A
+// scope's list is ARGV[2] .. its id, and an owner's list of ends ARGV[2]
+// .. 'e:' .. the owner: keys a script builds, all under the same hash tag
+// as the others (one slot).
+//
+// An entry, in a scope's list and in a lease, is its owner (16
+// characters: the queue that added it), its key (16 bytes) and its record.
 //
 // What is stored is untrusted too: a list entry or a lease of the wrong
 // shape is dropped, a count that is not a number reads as 0.
+
+// endsLife is how long an owner's list of ends lives after its last end,
+// ms: an owner gone for that long is not coming back for them.
+const endsLife = "3600000"
 
 // prelude checks the epoch, reads the clock and defines reclaim, which
 // queues again, at their scopes' heads, up to ARGV[3] requests whose lease
@@ -32,7 +43,7 @@ local function reclaim(n)
   local gone = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now, 'LIMIT', 0, n)
   for _, l in ipairs(gone) do
     local v = redis.call('HGET', KEYS[5], l)
-    if v and #v > 16 then
+    if v and #v >= 48 then
       local sid = string.sub(v, 1, 16)
       redis.call('LPUSH', ARGV[2] .. sid, string.sub(v, 17))
       redis.call('HINCRBY', KEYS[3], sid, 1)
@@ -42,9 +53,15 @@ local function reclaim(n)
     redis.call('ZREM', KEYS[6], l)
   end
 end
+-- held is how long takes are still held, ms
+local function held()
+  local h = tonumber(redis.call('GET', KEYS[11]) or '') or 0
+  if h > now then return h - now end
+  return 0
+end
 `
 
-// addScript: ARGV 1 epoch, 2 list prefix, 3 (unused), then per item its
+// addScript: ARGV 1 epoch, 2 list prefix, 3 the owner, then per item its
 // scope id, scope, key and record. Returns 1 or 0 per item: added, or seen
 // before.
 var addScript = redis.NewScript(prelude + `
@@ -52,7 +69,7 @@ local out = {}
 for i = 4, #ARGV - 3, 4 do
   local sid, scope, key, rec = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3]
   if redis.call('SADD', KEYS[2], key) == 1 then
-    redis.call('RPUSH', ARGV[2] .. sid, rec)
+    redis.call('RPUSH', ARGV[2] .. sid, ARGV[3] .. key .. rec)
     redis.call('HINCRBY', KEYS[3], sid, 1)
     redis.call('HSETNX', KEYS[4], sid, scope)
     out[#out + 1] = 1
@@ -65,34 +82,44 @@ return out
 
 // takeScript: ARGV 1 epoch, 2 list prefix, 3 how many expired leases to
 // reclaim first, 4 the lease's life in ms, then per ask a scope id and a
-// lease name. Returns per ask the record leased, or false (nil) for none.
-// A lease that exists already (a retry) returns its record, renewed.
+// lease name. Returns per ask the key and record leased, or false (nil)
+// for none; none at all while takes are held. A lease that exists already
+// (a retry) returns its request, renewed. An entry whose key ended before
+// the queue was lost is dropped (it ran).
 var takeScript = redis.NewScript(prelude + `
 reclaim(tonumber(ARGV[3]) or 0)
 local ttl = tonumber(ARGV[4]) or 0
+local hold = held() > 0
+local tomb = redis.call('EXISTS', KEYS[9]) == 1
 local out = {}
 for i = 5, #ARGV - 1, 2 do
   local sid, lease = ARGV[i], ARGV[i+1]
   local v = redis.call('HGET', KEYS[5], lease)
-  if v and #v > 16 then
+  if v and #v >= 48 then
     redis.call('ZADD', KEYS[6], now + ttl, lease)
-    out[#out + 1] = string.sub(v, 17)
+    out[#out + 1] = string.sub(v, 33)
+  elseif hold then
+    out[#out + 1] = false
   else
-    local rec = redis.call('LPOP', ARGV[2] .. sid)
-    if rec then
-      redis.call('HSET', KEYS[5], lease, sid .. rec)
-      redis.call('ZADD', KEYS[6], now + ttl, lease)
+    local got = false
+    for try = 1, 16 do
+      local e = redis.call('LPOP', ARGV[2] .. sid)
+      if not e then break end
       if redis.call('HINCRBY', KEYS[3], sid, -1) <= 0 then
         redis.call('HDEL', KEYS[3], sid)
         if redis.call('LLEN', ARGV[2] .. sid) > 0 then -- a count gone wrong: the list says
           redis.call('HSET', KEYS[3], sid, redis.call('LLEN', ARGV[2] .. sid))
         end
       end
-      out[#out + 1] = rec
-    else
-      redis.call('HDEL', KEYS[3], sid)
-      out[#out + 1] = false
+      if #e >= 32 and not (tomb and redis.call('SISMEMBER', KEYS[9], string.sub(e, 17, 32)) == 1) then
+        redis.call('HSET', KEYS[5], lease, sid .. e)
+        redis.call('ZADD', KEYS[6], now + ttl, lease)
+        got = string.sub(e, 17)
+        break
+      end
     end
+    if not got and redis.call('LLEN', ARGV[2] .. sid) == 0 then redis.call('HDEL', KEYS[3], sid) end
+    out[#out + 1] = got
   end
 end
 return out
@@ -100,7 +127,8 @@ return out
 
 // doneScript: ARGV 1 epoch, 2 list prefix, 3 (unused), then per end a
 // lease and 1 (failed) or 0. A lease no longer held (reclaimed) is left:
-// its request is queued again.
+// its request is queued again. An end is told to the request's owner (its
+// list of ends, read by its next Counts).
 var doneScript = redis.NewScript(prelude + `
 for i = 4, #ARGV - 1, 2 do
   local lease = ARGV[i]
@@ -113,6 +141,11 @@ for i = 4, #ARGV - 1, 2 do
       redis.call('HINCRBY', KEYS[7], 'done', 1)
     end
     redis.call('HINCRBY', KEYS[8], string.sub(v, 1, 16), 1)
+    if #v >= 48 then
+      local ends = ARGV[2] .. 'e:' .. string.sub(v, 17, 32)
+      redis.call('RPUSH', ends, string.sub(v, 33, 48))
+      redis.call('PEXPIRE', ends, ` + endsLife + `)
+    end
   end
 end
 return 1
@@ -125,7 +158,7 @@ for i = 4, #ARGV do
   local v = redis.call('HGET', KEYS[5], ARGV[i])
   if v and redis.call('ZREM', KEYS[6], ARGV[i]) == 1 then
     redis.call('HDEL', KEYS[5], ARGV[i])
-    if #v > 16 then
+    if #v >= 48 then
       local sid = string.sub(v, 1, 16)
       redis.call('LPUSH', ARGV[2] .. sid, string.sub(v, 17))
       redis.call('HINCRBY', KEYS[3], sid, 1)
@@ -148,8 +181,10 @@ return 1
 `)
 
 // countsScript: ARGV 1 epoch, 2 list prefix, 3 how many expired leases
-// to reclaim first. Returns {per scope queued: name, count, ended...},
-// done, failed, returned, leased.
+// to reclaim first, 4 the owner, 5 how many of its ends to read. Returns
+// {per scope queued: name, count, ended...}, done, failed, returned,
+// leased, the owner's ends read (keys, then forgotten), how long takes
+// are still held (ms).
 var countsScript = redis.NewScript(prelude + `
 reclaim(tonumber(ARGV[3]) or 0)
 local c = redis.call('HGETALL', KEYS[3])
@@ -160,5 +195,48 @@ for i = 1, #c - 1, 2 do
   out[#out + 1] = redis.call('HGET', KEYS[8], c[i]) or '0'
 end
 local st = redis.call('HMGET', KEYS[7], 'done', 'failed', 'returned')
-return {out, st[1] or '0', st[2] or '0', st[3] or '0', redis.call('ZCARD', KEYS[6])}
+local ends, n = ARGV[2] .. 'e:' .. ARGV[4], tonumber(ARGV[5]) or 0
+local got = {}
+if n > 0 then
+  got = redis.call('LRANGE', ends, 0, n - 1)
+  if #got > 0 then redis.call('LTRIM', ends, #got, -1) end
+end
+return {out, st[1] or '0', st[2] or '0', st[3] or '0', redis.call('ZCARD', KEYS[6]), got, held()}
+`)
+
+// restoreScript builds a lost queue again from one piece of a process's
+// part (no epoch check: it is how a process joins the new queue). ARGV 1
+// an epoch for the new queue, if none is there yet, 2 list prefix, 3 the
+// owner, 4 the piece's number, 5 done, 6 failed (to add to the totals), 7
+// how long takes are held from the new queue's start (ms), 8 how many
+// keys seen, then those, then how many ended, those, and per item its
+// scope id, scope, key and record. Returns the queue's epoch. An item
+// whose key the new queue has seen already is not queued: another
+// process, restored first, added it again meanwhile (its pieces put the
+// items before the keys seen, so its own keys seen hide none of them).
+var restoreScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
+  redis.call('SET', KEYS[11], now + (tonumber(ARGV[7]) or 0))
+end
+local epoch = redis.call('GET', KEYS[1])
+if redis.call('SADD', KEYS[10], ARGV[3] .. ':' .. ARGV[4]) == 0 then return epoch end
+redis.call('HINCRBY', KEYS[7], 'done', tonumber(ARGV[5]) or 0)
+redis.call('HINCRBY', KEYS[7], 'failed', tonumber(ARGV[6]) or 0)
+local ns = tonumber(ARGV[8]) or 0
+local ne = tonumber(ARGV[9 + ns]) or 0
+local items = 10 + ns + ne
+-- the items first: the keys seen hold theirs
+for k = items, #ARGV - 3, 4 do
+  local sid, scope, key, rec = ARGV[k], ARGV[k+1], ARGV[k+2], ARGV[k+3]
+  if redis.call('SADD', KEYS[2], key) == 1 then
+    redis.call('RPUSH', ARGV[2] .. sid, ARGV[3] .. key .. rec)
+    redis.call('HINCRBY', KEYS[3], sid, 1)
+    redis.call('HSETNX', KEYS[4], sid, scope)
+  end
+end
+for k = 9, 8 + ns do redis.call('SADD', KEYS[2], ARGV[k]) end
+for k = 10 + ns, 9 + ns + ne do redis.call('SADD', KEYS[9], ARGV[k]) end
+return epoch
 `)
