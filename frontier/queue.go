@@ -674,7 +674,7 @@ func (q *Queue) pollShared() error {
 // down to take them would not end; if they expire, their requests are
 // queued again (Requeued).
 func (q *Queue) fleetIdle() bool {
-	return !q.fleet.at.IsZero() && q.fleet.c.Held == 0 && q.fleet.c.Queued == 0 && q.fleet.c.Leased <= q.sh.unsent()
+	return !q.fleet.at.IsZero() && q.fleet.c.Held == 0 && q.fleet.c.Queued == 0 && q.fleet.c.Leased <= q.sh.unsent() && !q.sh.restoring()
 }
 
 // usable is why the queue cannot be used, or nil. Called with mu held.

@@ -54,10 +54,13 @@ type Shared interface {
 	Counts(ctx context.Context, owner string) (SharedCounts, error)
 	// Restore builds a lost queue again: every process of the fleet
 	// calls it with its part, in pieces, once its calls answer ErrLost.
-	// The store starts a new queue at the first piece, and holds every
-	// take for a moment (SharedCounts.Held) so that the others' parts are
-	// in before a request that ended elsewhere could be taken again. A
-	// piece applied twice (a retry after a lost reply) counts once.
+	// The store starts a new queue at the first piece (N 0) unless
+	// another process did, and each piece holds every take for a moment
+	// (SharedCounts.Held) so that the others' parts are in before a
+	// request that ended elsewhere could be taken again. A piece applied
+	// twice (a retry after a lost reply) counts once. ErrLost from a later
+	// piece: the queue was lost again since the first, and the part
+	// starts again.
 	Restore(ctx context.Context, owner string, piece SharedRestore) error
 }
 

@@ -133,7 +133,7 @@ func (b *sharedBackend) add(scopes []string, ops []*op) error {
 			b.mu.Lock()
 			for i, o := range ops {
 				o.dup = !added[i] && try == 0
-				if added[i] {
+				if !o.dup { // a retry's "seen" may be this call's own add
 					k := key(items[i].Key)
 					b.part.mine[k] = mine{scope: items[i].Scope, rec: items[i].Record}
 					b.part.added[k] = struct{}{}
@@ -363,6 +363,17 @@ const restorePiece = 1000
 // queue closes. The part is read once: what this queue ends meanwhile was
 // held then, and is in it.
 func (b *sharedBackend) restore() {
+	for !b.restoreOnce() {
+	}
+	b.mu.Lock()
+	b.lost = false
+	b.mu.Unlock()
+}
+
+// restoreOnce gives the part as it is now; false if the queue was lost
+// again meanwhile (the part starts again), true once it is in or the queue
+// closes.
+func (b *sharedBackend) restoreOnce() bool {
 	b.mu.Lock()
 	p := SharedRestore{Done: b.part.done, Failed: b.part.failed}
 	var pieces []SharedRestore
@@ -404,16 +415,25 @@ func (b *sharedBackend) restore() {
 			if err == nil {
 				break
 			}
+			if errors.Is(err, ErrLost) && piece.N > 0 {
+				return false
+			}
 			select {
 			case <-b.stop:
-				return
+				return true
 			case <-time.After(sharedRetry):
 			}
 		}
 	}
+	return true
+}
+
+// restoring reports whether this queue's part is not all in a store that
+// lost the queue yet.
+func (b *sharedBackend) restoring() bool {
 	b.mu.Lock()
-	b.lost = false
-	b.mu.Unlock()
+	defer b.mu.Unlock()
+	return b.lost
 }
 
 func bytesOf(k key) []byte { return append([]byte(nil), k[:]...) }
@@ -425,7 +445,11 @@ func bytesOf(k key) []byte { return append([]byte(nil), k[:]...) }
 func (b *sharedBackend) shutdown(heads []string) {
 	b.release(heads)
 	b.flush()
-	b.close.Do(func() { close(b.stop) })
+	b.close.Do(func() {
+		b.mu.Lock() // failed starts no restore once stop is closed
+		close(b.stop)
+		b.mu.Unlock()
+	})
 	b.wg.Wait()
 	// a last try for the ends a store that was away did not take
 	b.mu.Lock()

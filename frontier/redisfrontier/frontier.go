@@ -58,7 +58,10 @@ type Options struct {
 	Prefix string
 }
 
-// Frontier is a frontier.Shared in Redis. Safe for concurrent use.
+// Frontier is a frontier.Shared in Redis. Safe for concurrent use; one
+// Frontier serves one Queue (after a loss, the first queue's restore moves
+// the Frontier to the new queue, and a second queue on it would not learn
+// of the loss).
 type Frontier struct {
 	c      redis.UniversalClient
 	keys   []string
@@ -329,7 +332,13 @@ func countsOf(v any) (frontier.SharedCounts, error) {
 
 // Restore implements frontier.Shared.
 func (f *Frontier) Restore(ctx context.Context, own string, p frontier.SharedRestore) error {
-	args := []any{newEpoch(), f.lists, owner(own), p.N, p.Done, p.Failed, restoreHold.Milliseconds(), len(p.Seen)}
+	epoch := newEpoch()
+	if p.N > 0 {
+		f.mu.Lock()
+		epoch = f.epoch // the first piece's
+		f.mu.Unlock()
+	}
+	args := []any{epoch, f.lists, owner(own), p.N, p.Done, p.Failed, restoreHold.Milliseconds(), len(p.Seen)}
 	for _, k := range p.Seen {
 		args = append(args, seenKey(k))
 	}
@@ -342,6 +351,9 @@ func (f *Frontier) Restore(ctx context.Context, own string, p frontier.SharedRes
 	}
 	v, err := restoreScript.Run(ctx, f.c, f.keys, args...).Result()
 	if err != nil {
+		if strings.HasPrefix(err.Error(), "LOST") {
+			return fmt.Errorf("%w (%s): %v", frontier.ErrLost, f.prefix, err)
+		}
 		return fmt.Errorf("redisfrontier: restore: %w", err)
 	}
 	e, ok := v.(string)

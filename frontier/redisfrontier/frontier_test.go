@@ -341,6 +341,14 @@ func TestScripts(t *testing.T) {
 	added, err = f.Add(ctx, []frontier.SharedItem{{Scope: "s", Owner: "owner-b", Key: []byte("1"), Record: []byte("one again")}})
 	require.NoError(t, err)
 	assert.Equal(t, []bool{false}, added, "the keys seen are the queue's again")
+
+	// lost again between two pieces of a part: the later piece says so,
+	// and the part starts again from its first
+	require.NoError(t, rs.Do("FLUSHALL"))
+	require.NoError(t, f.Restore(ctx, "owner-a", frontier.SharedRestore{Seen: [][]byte{[]byte("1")}}))
+	require.NoError(t, rs.Do("FLUSHALL"))
+	err = f.Restore(ctx, "owner-a", frontier.SharedRestore{N: 1, Seen: [][]byte{[]byte("2")}})
+	assert.True(t, errors.Is(err, frontier.ErrLost), "%v", err)
 }
 
 // A lease lives 300 ms and each page takes 500 ms: renewed every 100 ms

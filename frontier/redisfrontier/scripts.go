@@ -205,10 +205,12 @@ return {out, st[1] or '0', st[2] or '0', st[3] or '0', redis.call('ZCARD', KEYS[
 `)
 
 // restoreScript builds a lost queue again from one piece of a process's
-// part (no epoch check: it is how a process joins the new queue). ARGV 1
-// an epoch for the new queue, if none is there yet, 2 list prefix, 3 the
+// part. ARGV 1: for the first piece, an epoch for the new queue if none is
+// there yet (it is how a process joins the new queue); for the others,
+// the epoch the first joined (another: LOST, lost again meanwhile, and
+// the part starts again). 2 list prefix, 3 the
 // owner, 4 the piece's number, 5 done, 6 failed (to add to the totals), 7
-// how long takes are held from the new queue's start (ms), 8 how many
+// how long takes are held from this piece (ms), 8 how many
 // keys seen, then those, then how many ended, those, and per item its
 // scope id, scope, key and record. Returns the queue's epoch. An item
 // whose key the new queue has seen already is not queued: another
@@ -217,10 +219,16 @@ return {out, st[1] or '0', st[2] or '0', st[3] or '0', redis.call('ZCARD', KEYS[
 var restoreScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
-  redis.call('SET', KEYS[11], now + (tonumber(ARGV[7]) or 0))
+if ARGV[4] == '0' then
+  redis.call('SET', KEYS[1], ARGV[1], 'NX')
+elseif redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  -- lost again since the first piece: the part starts again
+  return redis.error_reply('LOST the queue is gone')
 end
 local epoch = redis.call('GET', KEYS[1])
+-- every piece holds the takes from now: the part is not all in yet
+local h = now + (tonumber(ARGV[7]) or 0)
+if (tonumber(redis.call('GET', KEYS[11]) or '') or 0) < h then redis.call('SET', KEYS[11], h) end
 if redis.call('SADD', KEYS[10], ARGV[3] .. ':' .. ARGV[4]) == 0 then return epoch end
 redis.call('HINCRBY', KEYS[7], 'done', tonumber(ARGV[5]) or 0)
 redis.call('HINCRBY', KEYS[7], 'failed', tonumber(ARGV[6]) or 0)
