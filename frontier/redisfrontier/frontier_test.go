@@ -168,6 +168,35 @@ func TestAddURLsShared(t *testing.T) {
 	assert.Equal(t, 4, int(p.fetched.Load()))
 }
 
+// crawlThroughFault crawls two sites of pages pages and their indexes with
+// two processes of three threads on the queue prefix, runs fault (in the
+// background) once the second process has fetched at pages, and returns
+// the site once both runs returned, each without an error.
+func crawlThroughFault(t *testing.T, rdb *redis.Client, prefix string, pages int, at int64, fault func()) *testserver.Server {
+	t.Helper()
+	srv := site(t, pages, "a.test", "b.test")
+	var procs []*process
+	for range 2 {
+		procs = append(procs, newProcess(t, srv, rdb, prefix, frontier.Config{Threads: 3}))
+	}
+	require.NoError(t, procs[0].q.AddURL(srv.HostURL("a.test")+"/"))
+	require.NoError(t, procs[1].q.AddURL(srv.HostURL("b.test")+"/"))
+	var once sync.Once
+	var during sync.WaitGroup
+	procs[1].c.OnResponse(func(*colly.Response) {
+		if procs[1].fetched.Load() == at {
+			once.Do(func() { during.Go(fault) })
+		}
+	})
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Go(func() { assert.NoError(t, p.q.Run(p.c)) })
+	}
+	wg.Wait()
+	during.Wait()
+	return srv
+}
+
 // A Redis that lost the queue mid-crawl of two processes (flushed, or
 // killed and restarted empty) is built again from what the processes hold:
 // every page is fetched, none twice, and both runs end.
@@ -175,46 +204,20 @@ func TestLostQueueRestored(t *testing.T) {
 	for _, fault := range []string{"flush", "restart"} {
 		t.Run(fault, func(t *testing.T) {
 			rs := redistest.Start(t)
-			rdb := rs.Client(t)
 			const pages = 60
-			srv := site(t, pages, "a.test", "b.test")
-			var procs []*process
-			for range 2 {
-				procs = append(procs, newProcess(t, srv, rdb, "lost", frontier.Config{Threads: 3}))
-			}
-			require.NoError(t, procs[0].q.AddURL(srv.HostURL("a.test")+"/"))
-			require.NoError(t, procs[1].q.AddURL(srv.HostURL("b.test")+"/"))
-			var once sync.Once
-			var during sync.WaitGroup
-			procs[1].c.OnResponse(func(*colly.Response) {
-				if procs[1].fetched.Load() != 15 {
+			srv := crawlThroughFault(t, rs.Client(t), "lost", pages, 15, func() {
+				if fault == "flush" {
+					assert.NoError(t, rs.Do("FLUSHALL"))
 					return
 				}
-				once.Do(func() {
-					during.Go(func() {
-						if fault == "flush" {
-							assert.NoError(t, rs.Do("FLUSHALL"))
-							return
-						}
-						rs.Stop()
-						time.Sleep(500 * time.Millisecond)
-						rs.Restart()
-					})
-				})
+				rs.Stop()
+				time.Sleep(500 * time.Millisecond)
+				rs.Restart()
 			})
-			var wg sync.WaitGroup
-			for _, p := range procs {
-				wg.Go(func() { assert.NoError(t, p.q.Run(p.c)) })
-			}
-			wg.Wait()
-			during.Wait()
 			for _, h := range []string{"a.test", "b.test"} {
 				st := srv.Stats(h)
 				assert.Equal(t, pages+1, len(st.Accepted), "%s: every page", h)
 				assert.Equal(t, pages+1, st.Requests, "%s: none twice", h)
-			}
-			for i, p := range procs {
-				t.Logf("process %d fetched %d", i, p.fetched.Load())
 			}
 		})
 	}
@@ -230,39 +233,16 @@ func TestStoreFaultsLoseNothing(t *testing.T) {
 		t.Run(fault, func(t *testing.T) {
 			rs := redistest.Start(t, "--enable-debug-command", "yes")
 			px := redistest.StartProxy(t, rs.Addr(), 0)
-			rdb := redistest.NewClient(t, px.Addr())
 			const pages = 40
-			srv := site(t, pages, "a.test", "b.test")
-			var procs []*process
-			for range 2 {
-				procs = append(procs, newProcess(t, srv, rdb, fault, frontier.Config{Threads: 3}))
-			}
-			require.NoError(t, procs[0].q.AddURL(srv.HostURL("a.test")+"/"))
-			require.NoError(t, procs[0].q.AddURL(srv.HostURL("b.test")+"/"))
-			var once sync.Once
-			var during sync.WaitGroup
-			procs[1].c.OnResponse(func(*colly.Response) {
-				if procs[1].fetched.Load() != 10 {
+			srv := crawlThroughFault(t, redistest.NewClient(t, px.Addr()), fault, pages, 10, func() {
+				if fault == "hang" {
+					_ = rs.Do("DEBUG", "SLEEP", "2")
 					return
 				}
-				once.Do(func() {
-					during.Go(func() {
-						if fault == "hang" {
-							_ = rs.Do("DEBUG", "SLEEP", "2")
-							return
-						}
-						px.Set(redistest.Garbage)
-						time.Sleep(2 * time.Second)
-						px.Set(redistest.Pass)
-					})
-				})
+				px.Set(redistest.Garbage)
+				time.Sleep(2 * time.Second)
+				px.Set(redistest.Pass)
 			})
-			var wg sync.WaitGroup
-			for _, p := range procs {
-				wg.Go(func() { assert.NoError(t, p.q.Run(p.c)) })
-			}
-			wg.Wait()
-			during.Wait()
 			for _, h := range []string{"a.test", "b.test"} {
 				st := srv.Stats(h)
 				assert.Equal(t, pages+1, len(st.Accepted), "%s: every page, once", h)
