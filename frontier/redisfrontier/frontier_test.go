@@ -2,6 +2,7 @@ package redisfrontier_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -318,6 +319,10 @@ func TestScripts(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "two", string(got[0].Record))
 	assert.Nil(t, got[1].Record, "three ended before the loss: not handed out")
+	c, err = f.Counts(ctx, "owner-a")
+	require.NoError(t, err)
+	three := sha256.Sum256([]byte("3"))
+	assert.Equal(t, [][]byte{three[:16]}, c.Ended, "and its owner told, so that it forgets it")
 	added, err = f.Add(ctx, []frontier.SharedItem{{Scope: "s", Owner: "owner-b", Key: []byte("1"), Record: []byte("one again")}})
 	require.NoError(t, err)
 	assert.Equal(t, []bool{false}, added, "the keys seen are the queue's again")

@@ -53,6 +53,12 @@ local function reclaim(n)
     redis.call('ZREM', KEYS[6], l)
   end
 end
+-- tell puts key on owner's list of ends: the owner forgets the request
+local function tell(owner, key)
+  local ends = ARGV[2] .. 'e:' .. owner
+  redis.call('RPUSH', ends, key)
+  redis.call('PEXPIRE', ends, ` + endsLife + `)
+end
 -- held is how long takes are still held, ms
 local function held()
   local h = tonumber(redis.call('GET', KEYS[11]) or '') or 0
@@ -85,7 +91,8 @@ return out
 // lease name. Returns per ask the key and record leased, or false (nil)
 // for none; none at all while takes are held. A lease that exists already
 // (a retry) returns its request, renewed. An entry whose key ended before
-// the queue was lost is dropped (it ran).
+// the queue was lost is dropped (it ran), and its owner told, as of an
+// end.
 var takeScript = redis.NewScript(prelude + `
 reclaim(tonumber(ARGV[3]) or 0)
 local ttl = tonumber(ARGV[4]) or 0
@@ -117,6 +124,7 @@ for i = 5, #ARGV - 1, 2 do
         got = string.sub(e, 17)
         break
       end
+      if #e >= 32 then tell(string.sub(e, 1, 16), string.sub(e, 17, 32)) end
     end
     if not got and redis.call('LLEN', ARGV[2] .. sid) == 0 then redis.call('HDEL', KEYS[3], sid) end
     out[#out + 1] = got
@@ -141,11 +149,7 @@ for i = 4, #ARGV - 1, 2 do
       redis.call('HINCRBY', KEYS[7], 'done', 1)
     end
     redis.call('HINCRBY', KEYS[8], string.sub(v, 1, 16), 1)
-    if #v >= 48 then
-      local ends = ARGV[2] .. 'e:' .. string.sub(v, 17, 32)
-      redis.call('RPUSH', ends, string.sub(v, 33, 48))
-      redis.call('PEXPIRE', ends, ` + endsLife + `)
-    end
+    if #v >= 48 then tell(string.sub(v, 17, 32), string.sub(v, 33, 48)) end
   end
 end
 return 1
@@ -242,6 +246,12 @@ for k = items, #ARGV - 3, 4 do
     redis.call('RPUSH', ARGV[2] .. sid, ARGV[3] .. key .. rec)
     redis.call('HINCRBY', KEYS[3], sid, 1)
     redis.call('HSETNX', KEYS[4], sid, scope)
+  else
+    -- re-added meanwhile by another process, now its owner: this one
+    -- forgets it
+    local ends = ARGV[2] .. 'e:' .. ARGV[3]
+    redis.call('RPUSH', ends, key)
+    redis.call('PEXPIRE', ends, ` + endsLife + `)
   end
 end
 for k = 9, 8 + ns do redis.call('SADD', KEYS[2], ARGV[k]) end
