@@ -54,6 +54,7 @@ type sharedBackend struct {
 	held  map[string]key // leases held, at a scope's head or running, and their keys; guarded by mu
 	part  part           // what this queue gives back to a store that lost the queue; guarded by mu
 	lost  bool           // a restore runs; guarded by mu
+	gen   uint64         // restores ended; guarded by mu
 	ends  []SharedEnd    // to send; guarded by mu
 	sent  int            // ends in the round being sent; guarded by mu
 	busy  bool           // an ends round runs; guarded by mu
@@ -83,12 +84,21 @@ func (b *sharedBackend) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), sharedCall)
 }
 
-// failed notes a call's error: ErrLost starts a restore; every error is a
-// fault that passes.
-func (b *sharedBackend) failed(err error) {
+// generation counts the restores this queue made: a call's ErrLost is a
+// new loss only if no restore ended since the call began (one that began
+// before it may find the queue it asked gone, and the next one there).
+func (b *sharedBackend) generation() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.gen
+}
+
+// failed notes the error of a call begun at generation gen: ErrLost
+// starts a restore; every error is a fault that passes.
+func (b *sharedBackend) failed(err error, gen uint64) {
 	b.mu.Lock()
 	b.down = err != nil
-	if errors.Is(err, ErrLost) && !b.lost && !b.closed() {
+	if errors.Is(err, ErrLost) && !b.lost && gen == b.gen && !b.closed() {
 		b.lost = true
 		b.wg.Go(b.restore)
 	}
@@ -123,12 +133,13 @@ func (b *sharedBackend) add(scopes []string, ops []*op) error {
 		// a bound that grows with the batch: a large AddURLs is no fault
 		ctx, cancel := context.WithTimeout(context.Background(), sharedCall+time.Duration(len(items))*time.Millisecond)
 		var added []bool
+		gen := b.generation()
 		added, err = b.sh.Add(ctx, items)
 		cancel()
 		if err == nil && len(added) != len(items) {
 			err = errors.New("frontier: the shared store answered an add with the wrong count")
 		}
-		b.failed(err)
+		b.failed(err, gen)
 		if err == nil {
 			b.mu.Lock()
 			for i, o := range ops {
@@ -183,8 +194,9 @@ func (b *sharedBackend) take(refills []refill) ([][]item, error) {
 	}
 	ctx, cancel := b.ctx()
 	defer cancel()
+	gen := b.generation()
 	got, err := b.sh.Take(ctx, asks, b.ttl)
-	b.failed(err)
+	b.failed(err, gen)
 	if err == nil && len(got) != len(asks) {
 		err = errors.New("frontier: the shared store answered a take with the wrong count")
 	}
@@ -256,9 +268,10 @@ func (b *sharedBackend) sendEnds() {
 		b.ends, b.sent = nil, len(round)
 		b.mu.Unlock()
 		ctx, cancel := b.ctx()
+		gen := b.generation()
 		err := b.sh.Done(ctx, round)
 		cancel()
-		b.failed(err)
+		b.failed(err, gen)
 		if err != nil && !errors.Is(err, ErrLost) {
 			stopped := false
 			select {
@@ -320,9 +333,10 @@ func (b *sharedBackend) renew() {
 		}
 		b.mu.Unlock()
 		ctx, cancel := b.ctx()
+		gen := b.generation()
 		err := b.sh.Renew(ctx, leases, b.ttl)
 		cancel()
-		b.failed(err)
+		b.failed(err, gen)
 	}
 }
 
@@ -331,8 +345,9 @@ func (b *sharedBackend) renew() {
 func (b *sharedBackend) counts() (SharedCounts, error) {
 	ctx, cancel := b.ctx()
 	defer cancel()
+	gen := b.generation()
 	c, err := b.sh.Counts(ctx, b.owner)
-	b.failed(err)
+	b.failed(err, gen)
 	if err == nil && len(c.Ended) > 0 {
 		b.mu.Lock()
 		for _, e := range c.Ended {
@@ -364,9 +379,15 @@ const restorePiece = 1000
 // held then, and is in it.
 func (b *sharedBackend) restore() {
 	for !b.restoreOnce() {
+		select {
+		case <-b.stop:
+			return
+		case <-time.After(sharedRetry):
+		}
 	}
 	b.mu.Lock()
 	b.lost = false
+	b.gen++
 	b.mu.Unlock()
 }
 
@@ -458,7 +479,8 @@ func (b *sharedBackend) shutdown(heads []string) {
 	b.mu.Unlock()
 	if len(ends) > 0 {
 		ctx, cancel := b.ctx()
-		b.failed(b.sh.Done(ctx, ends))
+		gen := b.generation()
+		b.failed(b.sh.Done(ctx, ends), gen)
 		cancel()
 	}
 }
@@ -469,7 +491,8 @@ func (b *sharedBackend) release(heads []string) {
 		return
 	}
 	ctx, cancel := b.ctx()
-	b.failed(b.sh.Release(ctx, heads))
+	gen := b.generation()
+	b.failed(b.sh.Release(ctx, heads), gen)
 	cancel()
 	b.mu.Lock()
 	for _, l := range heads {
