@@ -146,13 +146,34 @@ func (f fleetScope) Settled(st fleet.Settlement, sent []byte) {
 		if st.Committed {
 			sf.version, sf.seed = st.Version, sent
 		} else if st.State != nil && st.Version != sf.version {
-			s.adoptShared(now, st.State, st.Version)
+			if newerDecrease(sent, st.State) {
+				// this process's decrease, refused because another
+				// committed first what it decided before that evidence
+				// (a doubling): the fleet's state is taken as the base,
+				// and the law's own, lower, is committed on it at the
+				// next return instead of being dropped
+				sf.version = st.Version
+				if fs, ok := decodeShared(st.State); ok {
+					sf.shared = fs
+				}
+			} else {
+				s.adoptShared(now, st.State, st.Version)
+			}
 		}
 		if st.Paused > 0 {
 			s.adoptPause(now, st.Paused, pauseKind(st.Reason), f.c.st)
 		}
 		s.core.fleetAccepted(now, st.Accepted)
 	})
+}
+
+// newerDecrease reports whether sent, a law state a commit carried, holds
+// a decrease that fleet, the store's state that refused it, has not seen:
+// a later rate epoch (each decrease starts one) and a lower rate.
+func newerDecrease(sent, fleet []byte) bool {
+	mine, ok1 := decodeShared(sent)
+	theirs, ok2 := decodeShared(fleet)
+	return ok1 && ok2 && mine.Epoch > theirs.Epoch && mine.Rate < theirs.Rate
 }
 
 // fleetReport is what record decided, for the fleet: the lease back, a

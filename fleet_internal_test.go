@@ -3,6 +3,7 @@ package polite
 import (
 	"context"
 	"math"
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -63,5 +64,52 @@ func TestAbsurdSharedStateBounded(t *testing.T) {
 		t.Logf("%d sends in the first second; rate %.1f, limit %v", n, s.Rate, s.Limit)
 		assert.LessOrEqual(t, n, int64(law.MaxRate+1), "a send at either end of the closed second")
 		require.NoError(t, tr.Controller().Close())
+	})
+}
+
+// A decrease whose commit the store refuses, because another process
+// committed first a state decided before that evidence (a doubling), is
+// not dropped: the law keeps it and commits it on the fleet's version.
+// (The fleet adopted the doubling and met its next 429 at twice the
+// rate: an estimate of 7.76/s for a host of 5 in the shared crawl.)
+func TestRefusedDecreaseIsKept(t *testing.T) {
+	base := law.Shared{Rate: 8, Estimate: 0, Step: 0.03, DownStep: 0.03, Limit: 4, Epoch: 3, CEpoch: 1, Phase: law.SlowStart}
+	doubled := base
+	doubled.Rate = 16
+	cut := base
+	cut.Rate, cut.Estimate, cut.Epoch, cut.Phase = 3.88, 3.88, 4, law.Steady
+	assert.True(t, newerDecrease(encodeShared(cut), encodeShared(doubled)), "a cut the fleet has not seen")
+	assert.False(t, newerDecrease(encodeShared(doubled), encodeShared(cut)), "an increase refused: the fleet's cut wins")
+	same := cut
+	same.Rate = 3.5
+	assert.False(t, newerDecrease(encodeShared(cut), encodeShared(same)), "the same epoch's cut, by another: adopted")
+	assert.False(t, newerDecrease(nil, encodeShared(doubled)), "nothing sent")
+
+	synctest.Test(t, func(t *testing.T) {
+		tr := NewTransport(tenMillis(new(atomic.Int64)), Config{Store: &fleet.MemoryStore{}, JitterSeed: 1})
+		c := tr.Controller()
+		req, err := http.NewRequest(http.MethodGet, "http://a.test/", nil)
+		require.NoError(t, err)
+		res, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		require.NoError(t, res.Body.Close())
+		c.mu.RLock()
+		s := c.scopes["a.test"]
+		c.mu.RUnlock()
+		require.NotNil(t, s)
+		s.mu.Lock()
+		s.core.adoptShared(0, cut) // the law decided the cut
+		sf := s.fleetView()
+		sf.version, sf.shared = 7, base
+		s.mu.Unlock()
+		fleetScope{s: s, c: c, key: "a.test"}.Settled(fleet.Settlement{State: encodeShared(doubled), Version: 8}, encodeShared(cut))
+		s.mu.Lock()
+		changed, version := s.sharedChange(time.Second)
+		rate := s.core.shared(time.Second).Rate
+		s.mu.Unlock()
+		assert.InDelta(t, 3.88, rate, 0.01, "the law keeps its cut")
+		require.NotNil(t, changed, "and commits it again")
+		assert.Equal(t, uint64(8), version, "on the fleet's version")
+		require.NoError(t, c.Close())
 	})
 }
