@@ -30,10 +30,11 @@ import (
 // store's again, so that nothing is lost and nothing that ended runs
 // again.
 type Shared interface {
-	// Add puts each item at the tail of its scope's FIFO unless an item
-	// with its Key was added before (it reports which were added). An
-	// error means none may have been added (the caller is told).
-	Add(ctx context.Context, items []SharedItem) (added []bool, err error)
+	// Add puts each item at the tail of its scope's FIFO, owner's (the
+	// queue that adds it), unless an item with its Key was added before
+	// (it reports which were added). An error means none may have been
+	// added (the caller is told).
+	Add(ctx context.Context, owner string, items []SharedItem) (added []bool, err error)
 	// Take leases the head of each scope asked for ttl, under the lease
 	// name given with it: one Leased per Ask, in order, with a nil Record
 	// where the scope had nothing. A lease asked again under the same
@@ -83,7 +84,6 @@ type SharedRestore struct {
 // SharedItem is one request to add to a Shared.
 type SharedItem struct {
 	Scope  string
-	Owner  string // the queue that adds it: 16 characters
 	Key    []byte // what makes two requests the same: a hash, 16 bytes
 	Record []byte // the request, as the frontier encodes it
 }

@@ -119,7 +119,7 @@ func (b *sharedBackend) add(scopes []string, ops []*op) error {
 	items := make([]SharedItem, len(ops))
 	for i, o := range ops {
 		k := keyOf(o.seen)
-		items[i] = SharedItem{Scope: scopes[i], Owner: b.owner, Key: k[:], Record: o.rec}
+		items[i] = SharedItem{Scope: scopes[i], Key: k[:], Record: o.rec}
 	}
 	var err error
 	for try := range addTries {
@@ -134,7 +134,7 @@ func (b *sharedBackend) add(scopes []string, ops []*op) error {
 		ctx, cancel := context.WithTimeout(context.Background(), sharedCall+time.Duration(len(items))*time.Millisecond)
 		var added []bool
 		gen := b.generation()
-		added, err = b.sh.Add(ctx, items)
+		added, err = b.sh.Add(ctx, b.owner, items)
 		cancel()
 		if err == nil && len(added) != len(items) {
 			err = errors.New("frontier: the shared store answered an add with the wrong count")
@@ -420,7 +420,7 @@ func (b *sharedBackend) restoreOnce() bool {
 			continue // ended, or held: it is not queued again
 		}
 		c := next()
-		c.Items = append(c.Items, SharedItem{Scope: m.scope, Owner: b.owner, Key: bytesOf(k), Record: m.rec})
+		c.Items = append(c.Items, SharedItem{Scope: m.scope, Key: bytesOf(k), Record: m.rec})
 	}
 	for k := range b.part.added {
 		c := next()

@@ -147,15 +147,12 @@ func (f *Frontier) head(extra any) []any {
 }
 
 // Add implements frontier.Shared.
-func (f *Frontier) Add(ctx context.Context, items []frontier.SharedItem) ([]bool, error) {
+func (f *Frontier) Add(ctx context.Context, own string, items []frontier.SharedItem) ([]bool, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
-	args := f.head(owner(items[0].Owner))
+	args := f.head(owner(own))
 	for _, it := range items {
-		if it.Owner != items[0].Owner {
-			return nil, errors.New("redisfrontier: an add of two owners' items")
-		}
 		args = append(args, scopeID(it.Scope), it.Scope, seenKey(it.Key), it.Record)
 	}
 	v, err := f.run(ctx, addScript, args)

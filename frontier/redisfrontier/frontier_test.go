@@ -261,10 +261,10 @@ func TestScripts(t *testing.T) {
 	ctx := context.Background()
 	f, err := redisfrontier.New(ctx, rs.Client(t), redisfrontier.Options{Prefix: "scripts"})
 	require.NoError(t, err)
-	added, err := f.Add(ctx, []frontier.SharedItem{
-		{Scope: "s", Owner: "owner-a", Key: []byte("1"), Record: []byte("one")},
-		{Scope: "s", Owner: "owner-a", Key: []byte("2"), Record: []byte("two")},
-		{Scope: "s", Owner: "owner-a", Key: []byte("1"), Record: []byte("one again")},
+	added, err := f.Add(ctx, "owner-a", []frontier.SharedItem{
+		{Scope: "s", Key: []byte("1"), Record: []byte("one")},
+		{Scope: "s", Key: []byte("2"), Record: []byte("two")},
+		{Scope: "s", Key: []byte("1"), Record: []byte("one again")},
 	})
 	require.NoError(t, err)
 	assert.Equal(t, []bool{true, true, false}, added)
@@ -300,8 +300,8 @@ func TestScripts(t *testing.T) {
 		Seen:  [][]byte{[]byte("1"), []byte("2"), []byte("3")},
 		Ended: [][]byte{[]byte("3")},
 		Items: []frontier.SharedItem{
-			{Scope: "s", Owner: "owner-a", Key: []byte("2"), Record: []byte("two")},
-			{Scope: "s", Owner: "owner-a", Key: []byte("3"), Record: []byte("three, ended elsewhere")},
+			{Scope: "s", Key: []byte("2"), Record: []byte("two")},
+			{Scope: "s", Key: []byte("3"), Record: []byte("three, ended elsewhere")},
 		},
 		Done: 5, Failed: 2,
 	}
@@ -323,7 +323,7 @@ func TestScripts(t *testing.T) {
 	require.NoError(t, err)
 	three := sha256.Sum256([]byte("3"))
 	assert.Equal(t, [][]byte{three[:16]}, c.Ended, "and its owner told, so that it forgets it")
-	added, err = f.Add(ctx, []frontier.SharedItem{{Scope: "s", Owner: "owner-b", Key: []byte("1"), Record: []byte("one again")}})
+	added, err = f.Add(ctx, "owner-b", []frontier.SharedItem{{Scope: "s", Key: []byte("1"), Record: []byte("one again")}})
 	require.NoError(t, err)
 	assert.Equal(t, []bool{false}, added, "the keys seen are the queue's again")
 
@@ -362,8 +362,8 @@ type flaky struct {
 
 var errFlaky = errors.New("flaky: a fault")
 
-func (f *flaky) Add(ctx context.Context, items []frontier.SharedItem) ([]bool, error) {
-	added, err := f.Frontier.Add(ctx, items)
+func (f *flaky) Add(ctx context.Context, owner string, items []frontier.SharedItem) ([]bool, error) {
+	added, err := f.Frontier.Add(ctx, owner, items)
 	if f.addFails.Add(-1) >= 0 {
 		return nil, errFlaky // applied, but the reply was lost
 	}
@@ -457,7 +457,7 @@ func TestBadRecordFails(t *testing.T) {
 	// beyond any: it passes the read's check and fails to decode
 	payload := append(binary.AppendUvarint(nil, 1<<40), "http://a.test/"...)
 	rec := binary.BigEndian.AppendUint32([]byte{2}, crc32.ChecksumIEEE(payload))
-	_, err = sh.Add(context.Background(), []frontier.SharedItem{{Scope: "a.test", Key: []byte("bad"), Record: append(rec, payload...)}})
+	_, err = sh.Add(context.Background(), "another", []frontier.SharedItem{{Scope: "a.test", Key: []byte("bad"), Record: append(rec, payload...)}})
 	require.NoError(t, err)
 	require.NoError(t, p.q.AddURL(srv.HostURL("a.test")+"/page/1"))
 	require.NoError(t, p.q.Run(p.c))
