@@ -346,12 +346,9 @@ func (f *Frontier) Restore(ctx context.Context, own string, p frontier.SharedRes
 	for _, it := range p.Items {
 		args = append(args, scopeID(it.Scope), it.Scope, seenKey(it.Key), it.Record)
 	}
-	v, err := restoreScript.Run(ctx, f.c, f.keys, args...).Result()
+	v, err := f.run(ctx, restoreScript, args)
 	if err != nil {
-		if strings.HasPrefix(err.Error(), "LOST") {
-			return fmt.Errorf("%w (%s): %v", frontier.ErrLost, f.prefix, err)
-		}
-		return fmt.Errorf("redisfrontier: restore: %w", err)
+		return err
 	}
 	e, ok := v.(string)
 	if !ok || e == "" {

@@ -31,6 +31,16 @@ import "github.com/redis/go-redis/v9"
 // ms: an owner gone for that long is not coming back for them.
 const endsLife = "3600000"
 
+// tell puts key on owner's list of ends (ARGV[2] is the list prefix):
+// the owner forgets the request.
+const tell = `
+local function tell(owner, key)
+  local ends = ARGV[2] .. 'e:' .. owner
+  redis.call('RPUSH', ends, key)
+  redis.call('PEXPIRE', ends, ` + endsLife + `)
+end
+`
+
 // prelude checks the epoch, reads the clock and defines reclaim, which
 // queues again, at their scopes' heads, up to ARGV[3] requests whose lease
 // expired (their process died, or stopped renewing).
@@ -53,12 +63,7 @@ local function reclaim(n)
     redis.call('ZREM', KEYS[6], l)
   end
 end
--- tell puts key on owner's list of ends: the owner forgets the request
-local function tell(owner, key)
-  local ends = ARGV[2] .. 'e:' .. owner
-  redis.call('RPUSH', ends, key)
-  redis.call('PEXPIRE', ends, ` + endsLife + `)
-end
+` + tell + `
 -- held is how long takes are still held, ms
 local function held()
   local h = tonumber(redis.call('GET', KEYS[11]) or '') or 0
@@ -220,7 +225,7 @@ return {out, st[1] or '0', st[2] or '0', st[3] or '0', redis.call('ZCARD', KEYS[
 // whose key the new queue has seen already is not queued: another
 // process, restored first, added it again meanwhile (its pieces put the
 // items before the keys seen, so its own keys seen hide none of them).
-var restoreScript = redis.NewScript(`
+var restoreScript = redis.NewScript(tell + `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if ARGV[4] == '0' then
@@ -249,9 +254,7 @@ for k = items, #ARGV - 3, 4 do
   else
     -- re-added meanwhile by another process, now its owner: this one
     -- forgets it
-    local ends = ARGV[2] .. 'e:' .. ARGV[3]
-    redis.call('RPUSH', ends, key)
-    redis.call('PEXPIRE', ends, ` + endsLife + `)
+    tell(ARGV[3], key)
   end
 end
 for k = 9, 8 + ns do redis.call('SADD', KEYS[2], ARGV[k]) end
