@@ -146,16 +146,13 @@ func (f fleetScope) Settled(st fleet.Settlement, sent []byte) {
 		if st.Committed {
 			sf.version, sf.seed = st.Version, sent
 		} else if st.State != nil && st.Version != sf.version {
-			if newerDecrease(sent, st.State) {
+			if theirs, ok := refusedDecrease(sent, st.State); ok {
 				// this process's decrease, refused because another
 				// committed first what it decided before that evidence
 				// (a doubling): the fleet's state is taken as the base,
 				// and the law's own, lower, is committed on it at the
 				// next return instead of being dropped
-				sf.version = st.Version
-				if fs, ok := decodeShared(st.State); ok {
-					sf.shared = fs
-				}
+				sf.version, sf.shared = st.Version, theirs
 			} else {
 				s.adoptShared(now, st.State, st.Version)
 			}
@@ -167,13 +164,14 @@ func (f fleetScope) Settled(st fleet.Settlement, sent []byte) {
 	})
 }
 
-// newerDecrease reports whether sent, a law state a commit carried, holds
-// a decrease that fleet, the store's state that refused it, has not seen:
-// a later rate epoch (each decrease starts one) and a lower rate.
-func newerDecrease(sent, fleet []byte) bool {
+// refusedDecrease reports whether sent, a law state a commit carried,
+// holds a decrease that fleet, the store's state that refused it, has not
+// seen (a later rate epoch, each decrease starts one, and a lower rate),
+// with fleet decoded.
+func refusedDecrease(sent, fleet []byte) (law.Shared, bool) {
 	mine, ok1 := decodeShared(sent)
 	theirs, ok2 := decodeShared(fleet)
-	return ok1 && ok2 && mine.Epoch > theirs.Epoch && mine.Rate < theirs.Rate
+	return theirs, ok1 && ok2 && mine.Epoch > theirs.Epoch && mine.Rate < theirs.Rate
 }
 
 // fleetReport is what record decided, for the fleet: the lease back, a

@@ -78,12 +78,17 @@ func TestRefusedDecreaseIsKept(t *testing.T) {
 	doubled.Rate = 16
 	cut := base
 	cut.Rate, cut.Estimate, cut.Epoch, cut.Phase = 3.88, 3.88, 4, law.Steady
-	assert.True(t, newerDecrease(encodeShared(cut), encodeShared(doubled)), "a cut the fleet has not seen")
-	assert.False(t, newerDecrease(encodeShared(doubled), encodeShared(cut)), "an increase refused: the fleet's cut wins")
+	theirs, ok := refusedDecrease(encodeShared(cut), encodeShared(doubled))
+	assert.True(t, ok, "a cut the fleet has not seen")
+	assert.Equal(t, doubled, theirs, "with the fleet's state")
+	_, ok = refusedDecrease(encodeShared(doubled), encodeShared(cut))
+	assert.False(t, ok, "an increase refused: the fleet's cut wins")
 	same := cut
 	same.Rate = 3.5
-	assert.False(t, newerDecrease(encodeShared(cut), encodeShared(same)), "the same epoch's cut, by another: adopted")
-	assert.False(t, newerDecrease(nil, encodeShared(doubled)), "nothing sent")
+	_, ok = refusedDecrease(encodeShared(cut), encodeShared(same))
+	assert.False(t, ok, "the same epoch's cut, by another: adopted")
+	_, ok = refusedDecrease(nil, encodeShared(doubled))
+	assert.False(t, ok, "nothing sent")
 
 	synctest.Test(t, func(t *testing.T) {
 		tr := NewTransport(tenMillis(new(atomic.Int64)), Config{Store: &fleet.MemoryStore{}, JitterSeed: 1})
