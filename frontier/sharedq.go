@@ -84,13 +84,17 @@ func (b *sharedBackend) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), sharedCall)
 }
 
-// generation counts the restores this queue made: a call's ErrLost is a
-// new loss only if no restore ended since the call began (one that began
+// call makes one call to the store and notes its error (failed). It
+// reads the generation of restores first: the call's ErrLost is a new
+// loss only if no restore ended since the call began (one that began
 // before it may find the queue it asked gone, and the next one there).
-func (b *sharedBackend) generation() uint64 {
+func (b *sharedBackend) call(f func() error) error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.gen
+	gen := b.gen
+	b.mu.Unlock()
+	err := f()
+	b.failed(err, gen)
+	return err
 }
 
 // failed notes the error of a call begun at generation gen: ErrLost
@@ -133,13 +137,14 @@ func (b *sharedBackend) add(scopes []string, ops []*op) error {
 		// a bound that grows with the batch: a large AddURLs is no fault
 		ctx, cancel := context.WithTimeout(context.Background(), sharedCall+time.Duration(len(items))*time.Millisecond)
 		var added []bool
-		gen := b.generation()
-		added, err = b.sh.Add(ctx, b.owner, items)
+		err = b.call(func() error {
+			var err error
+			if added, err = b.sh.Add(ctx, b.owner, items); err == nil && len(added) != len(items) {
+				err = errors.New("frontier: the shared store answered an add with the wrong count")
+			}
+			return err
+		})
 		cancel()
-		if err == nil && len(added) != len(items) {
-			err = errors.New("frontier: the shared store answered an add with the wrong count")
-		}
-		b.failed(err, gen)
 		if err == nil {
 			b.mu.Lock()
 			for i, o := range ops {
@@ -194,9 +199,11 @@ func (b *sharedBackend) take(refills []refill) ([][]item, error) {
 	}
 	ctx, cancel := b.ctx()
 	defer cancel()
-	gen := b.generation()
-	got, err := b.sh.Take(ctx, asks, b.ttl)
-	b.failed(err, gen)
+	var got []Leased
+	err := b.call(func() (err error) {
+		got, err = b.sh.Take(ctx, asks, b.ttl)
+		return err
+	})
 	if err == nil && len(got) != len(asks) {
 		err = errors.New("frontier: the shared store answered a take with the wrong count")
 	}
@@ -268,10 +275,8 @@ func (b *sharedBackend) sendEnds() {
 		b.ends, b.sent = nil, len(round)
 		b.mu.Unlock()
 		ctx, cancel := b.ctx()
-		gen := b.generation()
-		err := b.sh.Done(ctx, round)
+		err := b.call(func() error { return b.sh.Done(ctx, round) })
 		cancel()
-		b.failed(err, gen)
 		if err != nil && !errors.Is(err, ErrLost) {
 			stopped := false
 			select {
@@ -333,10 +338,8 @@ func (b *sharedBackend) renew() {
 		}
 		b.mu.Unlock()
 		ctx, cancel := b.ctx()
-		gen := b.generation()
-		err := b.sh.Renew(ctx, leases, b.ttl)
+		_ = b.call(func() error { return b.sh.Renew(ctx, leases, b.ttl) })
 		cancel()
-		b.failed(err, gen)
 	}
 }
 
@@ -345,9 +348,11 @@ func (b *sharedBackend) renew() {
 func (b *sharedBackend) counts() (SharedCounts, error) {
 	ctx, cancel := b.ctx()
 	defer cancel()
-	gen := b.generation()
-	c, err := b.sh.Counts(ctx, b.owner)
-	b.failed(err, gen)
+	var c SharedCounts
+	err := b.call(func() (err error) {
+		c, err = b.sh.Counts(ctx, b.owner)
+		return err
+	})
 	if err == nil && len(c.Ended) > 0 {
 		b.mu.Lock()
 		for _, e := range c.Ended {
@@ -479,8 +484,7 @@ func (b *sharedBackend) shutdown(heads []string) {
 	b.mu.Unlock()
 	if len(ends) > 0 {
 		ctx, cancel := b.ctx()
-		gen := b.generation()
-		b.failed(b.sh.Done(ctx, ends), gen)
+		_ = b.call(func() error { return b.sh.Done(ctx, ends) })
 		cancel()
 	}
 }
@@ -491,8 +495,7 @@ func (b *sharedBackend) release(heads []string) {
 		return
 	}
 	ctx, cancel := b.ctx()
-	gen := b.generation()
-	b.failed(b.sh.Release(ctx, heads), gen)
+	_ = b.call(func() error { return b.sh.Release(ctx, heads) })
 	cancel()
 	b.mu.Lock()
 	for _, l := range heads {
