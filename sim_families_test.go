@@ -38,12 +38,15 @@ func simFamilies(rtt time.Duration) []simScenario {
 	fixed := func(n, lat int64, noRA bool) func() simLimiter {
 		return func() simLimiter { return &simFixedWindow{n: n, w: sec, latency: lat * ms, noRA: noRA, k: -1} }
 	}
-	drop := with("fixed 40/s -> 10/s at 60 s, 50 ms", step(60*time.Second, 40, 10),
+	// the change comes 60-120 s in, a draw per world (ChangeSpread); the
+	// drop is judged from 5 s after it, the rise from 10 s after it (the
+	// law's issue asks 90 % of the new capacity from then on)
+	drop := with("fixed 40/s -> 10/s at 60-120 s, 50 ms", step(60*time.Second, 40, 10),
 		simStep{0, fixed(40, 50, false)}, simStep{60 * time.Second, fixed(10, 50, false)})
-	drop.JudgeFrom = 65 * time.Second
-	rise := with("fixed 10/s -> 40/s at 60 s, 50 ms", step(60*time.Second, 10, 40),
+	drop.JudgeFrom, drop.ChangeSpread = 65*time.Second, 60*time.Second
+	rise := with("fixed 10/s -> 40/s at 60-120 s, 50 ms", step(60*time.Second, 10, 40),
 		simStep{0, fixed(10, 50, false)}, simStep{60 * time.Second, fixed(40, 50, false)})
-	rise.JudgeFrom = 90 * time.Second
+	rise.JudgeFrom, rise.ChangeSpread = 70*time.Second, 60*time.Second
 	pool := with("worker pool 4 x 100 ms, queues", constant(40), simStep{0, func() simLimiter {
 		return &simPool{service: 100 * ms, free: make([]int64, 4)}
 	}})

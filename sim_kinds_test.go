@@ -51,7 +51,7 @@ func simKinds(rtt time.Duration) []simScenario {
 	conn := with("limit_conn 8 (503), 350 ms: 22.9/s", 8/0.35, func() simLimiter { return &simConnCap{c: 8} }, simConstCost(350*ms), 0, 0)
 	conn.World.Drift = 0
 
-	drop := with("limit_req 40/s -> 10/s at 60 s (reload), 200 ms", 0, limitReq(40, 10), simConstCost(200*ms), 0, 1)
+	drop := with("limit_req 40/s -> 10/s at 60-120 s (reload), 200 ms", 0, limitReq(40, 10), simConstCost(200*ms), 0, 1)
 	drop.Capacity = func(t time.Duration) float64 {
 		if t < 60*time.Second {
 			return 40
@@ -59,7 +59,7 @@ func simKinds(rtt time.Duration) []simScenario {
 		return 10
 	}
 	drop.Steps = append(drop.Steps, simStep{60 * time.Second, simFronted(limitReq(10, 10), simConstCost(200*ms), 0, 1)})
-	drop.JudgeFrom = 65 * time.Second
+	drop.JudgeFrom, drop.ChangeSpread = 65*time.Second, 60*time.Second
 
 	penalty := with("penalty box: 20/s, 10 s out after a 429 that says Retry-After 1, 100 ms", 20, func() simLimiter {
 		return &simPenalty{inner: &simGCRA{t: sec / 20, b: 5}, box: 10 * sec}

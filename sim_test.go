@@ -49,6 +49,12 @@ type simScenario struct {
 	// World is what a seed varies besides the gate's jitter (sim_world_test.go);
 	// the zero value varies nothing: the seed is the jitter's alone.
 	World simProfile
+	// ChangeSpread: the capacity's change (every step after the first)
+	// comes up to this much later in each world, a draw from the seed; the
+	// judged window and the run move with it. A change at the same moment
+	// in every world meets the law's probe schedule at the same phase, and
+	// ten worlds then judge one phase ten times.
+	ChangeSpread time.Duration
 	// Hosts, if set, make the run a whole crawl of several scopes sharing
 	// the Workers (Steps and Capacity are then unused); see simHost.
 	Hosts    []simHost
@@ -151,6 +157,9 @@ func (q *simQueue) pop() simEvent {
 
 // simRun runs one scenario.
 func simRun(sc simScenario, st *settings) simResult {
+	if sc.ChangeSpread > 0 {
+		sc = sc.changeLater()
+	}
 	r, err := sc.Rule.resolve("Default")
 	if err != nil {
 		panic(err)
@@ -169,6 +178,20 @@ func simRun(sc simScenario, st *settings) simResult {
 		scopes[i] = s
 	}
 	return simDrive(sc, st, scopes)
+}
+
+// changeLater moves the scenario's change, its judged window and its end
+// by the seed's draw in [0, ChangeSpread).
+func (sc simScenario) changeLater() simScenario {
+	d := time.Duration(rand.New(rand.NewPCG(sc.Seed, 0xc4a9e)).Int64N(int64(sc.ChangeSpread)))
+	steps := slices.Clone(sc.Steps)
+	for i := 1; i < len(steps); i++ {
+		steps[i].At += d
+	}
+	capacity := sc.Capacity
+	sc.Steps, sc.Capacity = steps, func(t time.Duration) float64 { return capacity(max(t-d, 0)) }
+	sc.JudgeFrom, sc.Duration = sc.JudgeFrom+d, sc.Duration+d
+	return sc
 }
 
 // simScope is one scope of a run: its decision core, the server's limiter
