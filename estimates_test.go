@@ -123,7 +123,7 @@ func TestExportImportEstimates(t *testing.T) {
 
 // Export and import back to back keep the estimate: three crawls, each
 // starting from the last one's export, start at the same estimate (apart
-// from the hourly decay, none here: no time passes between them). (The
+// from the decay with age: 2 s of it per run here, under 0.1 %). (The
 // fault it guards against: the margin taken off again at each import,
 // 17.68, 17.12, 16.57/s.)
 func TestEstimatesRoundTrip(t *testing.T) {
@@ -139,9 +139,12 @@ func TestEstimatesRoundTrip(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, ctrl.ImportEstimates(data))
 			c := newCollectorWith(t, srv, ctrl)
+			// a fresh window of the server's: the last crawl may have
+			// filled the one it ended in, and a 429 would cut the estimate
+			time.Sleep(2 * time.Second)
 			require.NoError(t, c.Visit(fmt.Sprintf("%s/page/%d", srv.HostURL("a.test"), run)))
 			s, _ := ctrl.Snapshot("a.test")
-			assert.Equal(t, est, s.Estimate, "run %d", run)
+			assert.InEpsilon(t, est, s.Estimate, 0.01, "run %d", run)
 			data, err = ctrl.ExportEstimates()
 			require.NoError(t, err)
 		}
