@@ -172,7 +172,6 @@ type Law struct {
 	nextProbe  time.Duration
 	lastDecr   time.Duration
 	lastPause  time.Duration
-	escLoss    float64 // the share of the rate the last step down gave away, if it escalated (failedGap)
 	roundStart time.Duration
 	holdUntil  time.Duration
 	// the in-flight count a burst's overload answered (0: none), and until
@@ -855,7 +854,7 @@ func (l *Law) endRound(now time.Duration) {
 		}
 	case Steady:
 		if now >= l.nextProbe && busy {
-			l.ph, l.escLoss = Probing, 0
+			l.ph = Probing
 			l.probeRds = 0
 			l.rate = l.est * (1 + l.step)
 		} else if l.rate < l.est {
@@ -909,13 +908,8 @@ func (l *Law) probeGap() time.Duration {
 
 // failedGap is the gap after a failed probe: it keeps the pauses failed
 // probes cost under probeBudget of the time.
-//
-// After an escalated step down the gap is shorter: the step may have given
-// escLoss of the rate away, and waiting G for the next probe then costs
-// escLoss·G, against the pause P a failed probe costs. The gap is where
-// the two weigh the same, P / escLoss, when that is under P / probeBudget.
 func (l *Law) failedGap() time.Duration {
-	return min(max(minProbeGap, sat.Seconds(l.lastPause.Seconds()/max(probeBudget, l.escLoss))), maxProbeGap)
+	return min(max(minProbeGap, sat.Seconds(l.lastPause.Seconds()/probeBudget)), maxProbeGap)
 }
 
 // onThrottle reacts to a throttle for a request sent in epoch at rate
@@ -930,7 +924,6 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 	fast := false // probe again soon: the estimate is a fresh lower bound
 	var cut Cut
 	searched := false
-	escalated := 0.0 // the rate an escalated step down stepped from
 	switch {
 	case l.ph == SlowStart && l.est > 0 && sentRate > l.est*(1+margin/2):
 		// the search after a drop passed the capacity, which lies
@@ -989,26 +982,14 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 		// (Stepping to the rate accepted over the last second instead was
 		// tried: 8 points lost on a fixed window at 50 ms in the
 		// simulator.)
-		//
-		// An escalated step is itself a hypothesis, "the last step was
-		// not enough", and it may be wrong: a limiter that counts what
-		// it refused, or a window that still held a burst's overshoot,
-		// throttles again whatever the new rate. So the rate it stepped
-		// from tops a bracket, and the next probe goes half way to it
-		// after a gap that weighs what each error costs: a failed probe
-		// costs its pause, a wrong escalation the share of the rate it
-		// gave away for as long as the gap (escLoss, failedGap). (Before,
-		// three throttles within four rounds each, after slow start's
-		// end over HAProxy's sliding window, left the estimate 11 % under
-		// the capacity for the whole 50-s gap.)
-		from := math.Min(l.est, sentRate)
+		// (A law with no decrease yet, restored or seeded, takes its
+		// first throttle for a first step.)
 		if l.lastDecr > 0 && now-l.lastDecr < 4*l.roundLen() {
 			l.downStep = math.Min(l.downStep+margin, 0.5)
-			escalated = from * (1 - margin)
 		} else {
 			l.downStep = margin
 		}
-		l.est = from * (1 - l.downStep)
+		l.est = math.Min(l.est, sentRate) * (1 - l.downStep)
 		cut = StepDown
 	}
 	l.lastDecr = now
@@ -1019,15 +1000,9 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 		l.step = firstStep
 	case cut == ProbeFailed:
 		l.step = l.nextStep(1)
-	case escalated > l.est:
-		l.hi, l.escLoss = escalated, 1-l.est/escalated
-		l.step = l.nextStep(1)
 	default:
 		// the capacity is under the estimate or at it: no bracket above
 		l.hi, l.step = 0, firstStep
-	}
-	if escalated == 0 {
-		l.escLoss = 0
 	}
 	l.ph = Steady
 	if cut == Drop {

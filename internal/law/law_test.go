@@ -205,51 +205,6 @@ func TestThrottle(t *testing.T) {
 			ev{at: 6*sec + 20*ms, do: "429", id: 31, wantEst: 9.7 * 0.97 * 0.94, wantCut: "step-down"})
 		play(t, cfg, evs)
 	})
-	// a step that escalated may have given away more than a first step
-	// would have: the next probe comes after the pause over that extra
-	// share (1 s over 1 - 0.94/0.97, 3.1 %: 32.3 s), not the long gap (1 s
-	// over 2 %: 50 s), and a step that did not escalate waits the long gap
-	stepsDown := func(escalate bool) []ev {
-		evs := []ev{{do: "send", id: 1, rate: 20}, {at: 10 * ms, do: "429", id: 1, wantEst: 10 * 0.97}}
-		for i := range 10 {
-			at := 5*sec + time.Duration(i)*100*ms
-			evs = append(evs, ev{at: at, do: "send", id: 10 + i, rate: 9.7}, ev{at: at + 5*ms, do: "ok", id: 10 + i})
-		}
-		evs = append(evs,
-			ev{at: 6 * sec, do: "send", id: 30, rate: 9.7},
-			ev{at: 6*sec + 5*ms, do: "429", id: 30, wantEst: 9.7 * 0.97, wantCut: "step-down"})
-		if escalate {
-			evs = append(evs, ev{at: 6*sec + 10*ms, do: "send", id: 31, rate: 9.7 * 0.97},
-				ev{at: 6*sec + 20*ms, do: "429", id: 31, wantEst: 9.7 * 0.97 * 0.94, wantCut: "step-down"})
-		}
-		evs = append(evs, ev{at: 6*sec + 20*ms, do: "pause", d: sec})
-		for i := range 40 {
-			at := 7*sec + 20*ms + time.Duration(i)*sec
-			evs = append(evs, busyRound(at, 100+i, 9)...)
-		}
-		return evs
-	}
-	phaseAt := func(evs []ev, at time.Duration, want string) []ev {
-		for i := range evs {
-			if evs[i].do == "ok" && evs[i].at == at {
-				evs[i].wantPhase = want
-			}
-		}
-		return evs
-	}
-	t.Run("an escalated step down is probed back soon", func(t *testing.T) {
-		evs := stepsDown(true)
-		// the gap ends at 38.35 s: the round that ends at 39.02 s starts
-		// the probe, the one before it does not
-		evs = phaseAt(evs, 38*sec+20*ms, "steady")
-		evs = phaseAt(evs, 39*sec+20*ms, "probing")
-		play(t, cfg, evs)
-	})
-	t.Run("a step down that did not escalate waits the long gap", func(t *testing.T) {
-		evs := stepsDown(false)
-		evs = phaseAt(evs, 39*sec+20*ms, "steady")
-		play(t, cfg, evs)
-	})
 	t.Run("the first throttle after a restored estimate is a first step", func(t *testing.T) {
 		play(t, cfg, []ev{
 			{do: "restore", rate: 10},
