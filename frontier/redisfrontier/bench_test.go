@@ -108,3 +108,51 @@ func BenchmarkRun(b *testing.B) {
 		})
 	}
 }
+
+// Counts reads the fleet's counts (a Queue does four times a second) over
+// a queue of 1,000, 10,000 and 100,000 scopes, one request each:
+// redis-µs/call is the CPU the redis-server spent on one call, and
+// calls/pass how many calls it takes to read every scope once.
+//
+//	go test ./frontier/redisfrontier -run '^$' -bench Counts -benchtime 100x
+func BenchmarkCounts(b *testing.B) {
+	rs := redistest.Start(b)
+	rdb := rs.Client(b)
+	ctx := context.Background()
+	for _, n := range []int{1000, 10_000, 100_000} {
+		b.Run(fmt.Sprint(n, "-scopes"), func(b *testing.B) {
+			sh, err := redisfrontier.New(ctx, rdb, redisfrontier.Options{Prefix: fmt.Sprint("counts-", n, "-", b.N)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			items := make([]frontier.SharedItem, 0, 1000)
+			for i := range n {
+				key := fmt.Appendf(nil, "%016d", i)
+				items = append(items, frontier.SharedItem{Scope: fmt.Sprintf("h%d.test", i), Key: key, Record: []byte("r")})
+				if len(items) == cap(items) || i == n-1 {
+					if _, err := sh.Add(ctx, "bench", items); err != nil {
+						b.Fatal(err)
+					}
+					items = items[:0]
+				}
+			}
+			calls, pass := 0, 0
+			cpu0 := redisCPU(b, rdb)
+			b.ResetTimer()
+			for b.Loop() {
+				c, err := sh.Counts(ctx, "bench")
+				if err != nil {
+					b.Fatal(err)
+				}
+				calls++
+				if pass == 0 && len(c.Scopes) == n {
+					pass = calls
+				}
+			}
+			b.ReportMetric(float64((redisCPU(b, rdb)-cpu0).Microseconds())/float64(calls), "redis-µs/call")
+			if pass > 0 {
+				b.ReportMetric(float64(pass), "calls/pass")
+			}
+		})
+	}
+}

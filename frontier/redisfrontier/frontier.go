@@ -56,6 +56,13 @@ type Options struct {
 	// Prefix names the queue: processes with the same prefix share it.
 	// "" means "colly-polite-frontier".
 	Prefix string
+	// CountsPage is about how many scopes with requests queued one Counts
+	// reads (a Queue calls it four times a second): what the call costs
+	// Redis is about that many lookups, whatever the queue holds. With
+	// more scopes than that, each is read again at least once every
+	// scopes/CountsPage calls, and a scope added by another process is
+	// seen within as many. 0 means 1000.
+	CountsPage int
 }
 
 // Frontier is a frontier.Shared in Redis. Safe for concurrent use; one
@@ -70,6 +77,23 @@ type Frontier struct {
 
 	mu    sync.Mutex
 	epoch string // guarded by mu
+
+	page int // Options.CountsPage
+	// the scan of the scopes with requests queued, a page per Counts:
+	// what the pages read, merged, is the queue's scopes
+	scan struct {
+		sync.Mutex
+		epoch  string // the queue the scan reads
+		cursor string // where the next page starts ("0": a new pass)
+		pass   uint32 // passes begun
+		scopes map[string]scanned
+	}
+}
+
+// scanned is a scope as the scan last read it, in pass.
+type scanned struct {
+	frontier.ScopeCounts
+	pass uint32
 }
 
 var _ frontier.Shared = (*Frontier)(nil)
@@ -81,7 +105,10 @@ func New(ctx context.Context, client redis.UniversalClient, o Options) (*Frontie
 		o.Prefix = "colly-polite-frontier"
 	}
 	tag := "{" + o.Prefix + "}"
-	f := &Frontier{c: client, lists: tag + ":q:", prefix: o.Prefix}
+	f := &Frontier{c: client, lists: tag + ":q:", prefix: o.Prefix, page: o.CountsPage}
+	if f.page <= 0 {
+		f.page = 1000
+	}
 	for _, k := range []string{"epoch", "seen", "queued", "names", "leases", "expiry", "totals", "ended", "tomb", "restored", "held"} {
 		f.keys = append(f.keys, tag+":"+k)
 	}
@@ -192,29 +219,47 @@ func (f *Frontier) Take(ctx context.Context, asks []frontier.SharedAsk, ttl time
 	if err != nil {
 		return nil, err
 	}
-	return leasedOf(v, len(asks))
+	out, empty, err := leasedOf(v, len(asks))
+	if err != nil {
+		return nil, err
+	}
+	f.scan.Lock()
+	for i, a := range asks {
+		if empty[i] {
+			// nothing queued there now: the scan's last read of it is
+			// stale, and would ask again at every Counts until the scan
+			// came back to it
+			delete(f.scan.scopes, a.Scope)
+		}
+	}
+	f.scan.Unlock()
+	return out, nil
 }
 
-// leasedOf reads the take script's reply for n asks.
-func leasedOf(v any, n int) ([]frontier.Leased, error) {
+// leasedOf reads the take script's reply for n asks: what each was
+// leased, and whether its scope had nothing queued.
+func leasedOf(v any, n int) ([]frontier.Leased, []bool, error) {
 	a, ok := v.([]any)
 	if !ok || len(a) != n {
-		return nil, fmt.Errorf("%w: take: %T", ErrReply, v)
+		return nil, nil, fmt.Errorf("%w: take: %T", ErrReply, v)
 	}
 	out := make([]frontier.Leased, len(a))
+	empty := make([]bool, len(a))
 	for i, x := range a {
 		switch r := x.(type) {
 		case nil:
+		case int64:
+			empty[i] = true
 		case string:
 			if len(r) < 16 {
-				return nil, fmt.Errorf("%w: take: an entry of %d bytes", ErrReply, len(r))
+				return nil, nil, fmt.Errorf("%w: take: an entry of %d bytes", ErrReply, len(r))
 			}
 			out[i].Key, out[i].Record = []byte(r[:16]), []byte(r[16:])
 		default:
-			return nil, fmt.Errorf("%w: take: %T", ErrReply, x)
+			return nil, nil, fmt.Errorf("%w: take: %T", ErrReply, x)
 		}
 	}
-	return out, nil
+	return out, empty, nil
 }
 
 // Done implements frontier.Shared.
@@ -260,29 +305,83 @@ func (f *Frontier) Renew(ctx context.Context, leases []string, ttl time.Duration
 	return err
 }
 
-// Counts implements frontier.Shared.
+// Counts implements frontier.Shared. It reads a page of the scopes with
+// requests queued (Options.CountsPage) and returns every scope the pages
+// read since the scan last began again: a scope that emptied since its
+// page was read stays in until the scan is through (a take that finds it
+// empty drops it at once); when no scope has anything queued, none does.
+// The totals are exact; Queued, summed from the scopes, is at least the
+// number of scopes with requests queued.
 func (f *Frontier) Counts(ctx context.Context, own string) (frontier.SharedCounts, error) {
-	v, err := f.run(ctx, countsScript, append(f.head(reclaimPerCall), owner(own), endsPerCall))
+	f.mu.Lock()
+	epoch := f.epoch
+	f.mu.Unlock()
+	f.scan.Lock()
+	if f.scan.epoch != epoch || f.scan.cursor == "" {
+		// another queue (lost, then started again): its scan starts over
+		f.scan.epoch, f.scan.cursor, f.scan.scopes = epoch, "0", map[string]scanned{}
+	}
+	cursor := f.scan.cursor
+	f.scan.Unlock()
+	v, err := f.run(ctx, countsScript, append(f.head(reclaimPerCall), owner(own), endsPerCall, cursor, f.page))
 	if err != nil {
 		return frontier.SharedCounts{}, err
 	}
-	return countsOf(v)
+	c, next, pending, err := countsOf(v)
+	if err != nil {
+		return frontier.SharedCounts{}, err
+	}
+	f.scan.Lock()
+	defer f.scan.Unlock()
+	if f.scan.epoch != epoch || f.scan.cursor != cursor {
+		// a restore moved the scan meanwhile: this page is the old one's
+		f.scan.cursor = "0"
+		clear(f.scan.scopes)
+		return c, nil
+	}
+	s := &f.scan
+	if cursor == "0" {
+		s.pass++
+	}
+	for name, sc := range c.Scopes {
+		s.scopes[name] = scanned{sc, s.pass}
+	}
+	s.cursor = next
+	if next == "0" {
+		// the pass is through: a scope it did not read has nothing queued
+		for name, sc := range s.scopes {
+			if sc.pass != s.pass {
+				delete(s.scopes, name)
+			}
+		}
+	}
+	if pending == 0 {
+		clear(s.scopes)
+	}
+	c.Scopes, c.Queued = make(map[string]frontier.ScopeCounts, len(s.scopes)), 0
+	for name, sc := range s.scopes {
+		c.Scopes[name] = sc.ScopeCounts
+		c.Queued += sc.Queued
+	}
+	c.Queued = max(c.Queued, pending)
+	return c, nil
 }
 
-// countsOf reads the counts script's reply.
-func countsOf(v any) (frontier.SharedCounts, error) {
-	bad := func(what string) (frontier.SharedCounts, error) {
-		return frontier.SharedCounts{}, fmt.Errorf("%w: counts: %s", ErrReply, what)
+// countsOf reads the counts script's reply: the page's counts, the scan's
+// next cursor and how many scopes have requests queued.
+func countsOf(v any) (c frontier.SharedCounts, next string, pending int, err error) {
+	bad := func(what string) (frontier.SharedCounts, string, int, error) {
+		return frontier.SharedCounts{}, "", 0, fmt.Errorf("%w: counts: %s", ErrReply, what)
 	}
 	a, ok := v.([]any)
-	if !ok || len(a) != 7 {
-		return bad("not seven parts")
+	if !ok || len(a) != 9 {
+		return bad("not nine parts")
 	}
 	per, ok := a[0].([]any)
 	if !ok || len(per)%3 != 0 {
 		return bad("scopes")
 	}
-	c := frontier.SharedCounts{Scopes: make(map[string]frontier.ScopeCounts, len(per)/3)}
+	c = frontier.SharedCounts{Scopes: make(map[string]frontier.ScopeCounts, len(per)/3)}
 	for i := 0; i < len(per); i += 3 {
 		name, ok := per[i].(string)
 		if !ok {
@@ -324,7 +423,15 @@ func countsOf(v any) (frontier.SharedCounts, error) {
 		return bad("held")
 	}
 	c.Held = time.Duration(min(held, int64(restoreHold/time.Millisecond))) * time.Millisecond
-	return c, nil
+	next, ok = a[7].(string)
+	if _, err := strconv.ParseUint(next, 10, 64); !ok || err != nil {
+		return bad("the scan's cursor")
+	}
+	n, ok := a[8].(int64)
+	if !ok || n < 0 {
+		return bad("the scopes queued")
+	}
+	return c, next, int(min(n, 1<<40)), nil
 }
 
 // Restore implements frontier.Shared.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -60,7 +61,13 @@ type process struct {
 
 func newProcess(t *testing.T, srv *testserver.Server, rdb *redis.Client, prefix string, cfg frontier.Config) *process {
 	t.Helper()
-	sh, err := redisfrontier.New(context.Background(), rdb, redisfrontier.Options{Prefix: prefix})
+	return newProcessWith(t, srv, rdb, redisfrontier.Options{Prefix: prefix}, cfg)
+}
+
+func newProcessWith(t *testing.T, srv *testserver.Server, rdb *redis.Client, o redisfrontier.Options, cfg frontier.Config) *process {
+	t.Helper()
+	prefix := o.Prefix
+	sh, err := redisfrontier.New(context.Background(), rdb, o)
 	require.NoError(t, err)
 	c := colly.NewCollector(colly.AllowURLRevisit())
 	c.WithTransport(srv.Transport())
@@ -115,6 +122,97 @@ func TestFleetCrawlsEachPageOnce(t *testing.T) {
 	assert.Equal(t, 2*(pages+1), p.Done, "the fleet's count")
 	assert.Zero(t, p.Queued)
 	assert.Zero(t, p.Running)
+}
+
+// Twelve sites, read by Counts two scopes a call: each process learns of
+// the sites the other added a page of the scan at a time, every page is
+// still fetched once, and both runs end.
+func TestFleetCrawlsScopesReadByPages(t *testing.T) {
+	rs := redistest.Start(t)
+	// small hashes are one listpack, which HSCAN returns whole: a hash
+	// table from the first field, so that the scan does go by pages
+	require.NoError(t, rs.Do("CONFIG", "SET", "hash-max-listpack-entries", "0"))
+	rdb := rs.Client(t)
+	const pages = 6
+	var hosts []string
+	for i := range 12 {
+		hosts = append(hosts, fmt.Sprintf("h%d.test", i))
+	}
+	srv := site(t, pages, hosts...)
+	o := redisfrontier.Options{Prefix: "paged", CountsPage: 2}
+	procs := []*process{newProcessWith(t, srv, rdb, o, frontier.Config{Threads: 4}), newProcessWith(t, srv, rdb, o, frontier.Config{Threads: 4})}
+	for i, h := range hosts {
+		require.NoError(t, procs[i%2].q.AddURL(srv.HostURL(h)+"/"))
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(procs))
+	for i, p := range procs {
+		wg.Go(func() { errs[i] = p.q.Run(p.c) })
+	}
+	wg.Wait()
+	for i := range procs {
+		require.NoError(t, errs[i])
+	}
+	for _, h := range hosts {
+		st := srv.Stats(h)
+		assert.Equal(t, pages+1, len(st.Accepted), "%s: each page once", h)
+		assert.Equal(t, pages+1, st.Requests, "%s: no page twice", h)
+	}
+	assert.Equal(t, int64(12*(pages+1)), procs[0].fetched.Load()+procs[1].fetched.Load())
+	assert.Zero(t, procs[0].q.Progress().Queued)
+}
+
+// Counts reads the scopes a page at a time, keeps what the pages read
+// until the scan is through, forgets a scope a take found empty at once,
+// and none at all once nothing is queued.
+func TestCountsByPages(t *testing.T) {
+	rs := redistest.Start(t)
+	require.NoError(t, rs.Do("CONFIG", "SET", "hash-max-listpack-entries", "0")) // as above
+	ctx := context.Background()
+	f, err := redisfrontier.New(ctx, rs.Client(t), redisfrontier.Options{Prefix: "pages", CountsPage: 1})
+	require.NoError(t, err)
+	var items []frontier.SharedItem
+	for i := range 40 {
+		items = append(items, frontier.SharedItem{Scope: fmt.Sprintf("s%d", i%20), Key: []byte(strconv.Itoa(i)), Record: []byte("r")})
+	}
+	_, err = f.Add(ctx, "o", items)
+	require.NoError(t, err)
+	c, err := f.Counts(ctx, "o")
+	require.NoError(t, err)
+	assert.Less(t, len(c.Scopes), 20, "one call reads a page, not every scope")
+	assert.GreaterOrEqual(t, c.Queued, 20, "at least a request for each scope with any queued")
+	for range 40 {
+		if c, err = f.Counts(ctx, "o"); err != nil || len(c.Scopes) == 20 {
+			break
+		}
+	}
+	require.NoError(t, err)
+	require.Len(t, c.Scopes, 20, "a scan's pages read every scope")
+	assert.Equal(t, frontier.ScopeCounts{Queued: 2}, c.Scopes["s3"])
+	assert.Equal(t, 40, c.Queued)
+	for _, l := range []string{"a", "b", "c"} {
+		got, err := f.Take(ctx, []frontier.SharedAsk{{Scope: "s3", Lease: l}}, time.Minute)
+		require.NoError(t, err)
+		if l == "c" {
+			assert.Nil(t, got[0].Record)
+		}
+	}
+	c, err = f.Counts(ctx, "o")
+	require.NoError(t, err)
+	assert.NotContains(t, c.Scopes, "s3", "a take found it empty")
+	var asks []frontier.SharedAsk
+	for i := range 20 {
+		for j := range 2 {
+			asks = append(asks, frontier.SharedAsk{Scope: fmt.Sprintf("s%d", i), Lease: fmt.Sprint(i, "-", j)})
+		}
+	}
+	_, err = f.Take(ctx, asks, time.Minute)
+	require.NoError(t, err)
+	c, err = f.Counts(ctx, "o")
+	require.NoError(t, err)
+	assert.Empty(t, c.Scopes, "nothing queued: no scope, whatever the scan read")
+	assert.Zero(t, c.Queued)
+	assert.Equal(t, 40, c.Leased, "two of each scope's")
 }
 
 // A process that dies holding requests (taken, never ended or renewed)

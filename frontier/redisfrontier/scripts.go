@@ -94,7 +94,8 @@ return out
 // takeScript: ARGV 1 epoch, 2 list prefix, 3 how many expired leases to
 // reclaim first, 4 the lease's life in ms, then per ask a scope id and a
 // lease name. Returns per ask the key and record leased, or false (nil)
-// for none; none at all while takes are held. A lease that exists already
+// for none, 0 for none because the scope has nothing queued; none at all
+// while takes are held. A lease that exists already
 // (a retry) returns its request, renewed. An entry whose key ended before
 // the queue was lost is dropped (it ran), and its owner told, as of an
 // end.
@@ -131,7 +132,10 @@ for i = 5, #ARGV - 1, 2 do
       end
       if #e >= 32 then tell(string.sub(e, 1, 16), string.sub(e, 17, 32)) end
     end
-    if not got and redis.call('LLEN', ARGV[2] .. sid) == 0 then redis.call('HDEL', KEYS[3], sid) end
+    if not got and redis.call('LLEN', ARGV[2] .. sid) == 0 then
+      redis.call('HDEL', KEYS[3], sid)
+      got = 0
+    end
     out[#out + 1] = got
   end
 end
@@ -190,13 +194,19 @@ return 1
 `)
 
 // countsScript: ARGV 1 epoch, 2 list prefix, 3 how many expired leases
-// to reclaim first, 4 the owner, 5 how many of its ends to read. Returns
-// {per scope queued: name, count, ended...}, done, failed, returned,
-// leased, the owner's ends read (keys, then forgotten), how long takes
-// are still held (ms).
+// to reclaim first, 4 the owner, 5 how many of its ends to read, 6 the
+// cursor of the scopes' scan ('0': from the start), 7 about how many
+// scopes to read. Returns {per scope read: name, count, ended...}, done,
+// failed, returned, leased, the owner's ends read (keys, then forgotten),
+// how long takes are still held (ms), the scan's next cursor ('0': the
+// scan is through), how many scopes have requests queued. The scopes are
+// read a page at a time (HSCAN), so that a call costs the same whatever
+// the queue holds: a scope present for a whole scan is read at least once
+// in it.
 var countsScript = redis.NewScript(prelude + `
 reclaim(tonumber(ARGV[3]) or 0)
-local c = redis.call('HGETALL', KEYS[3])
+local sc = redis.call('HSCAN', KEYS[3], ARGV[6], 'COUNT', tonumber(ARGV[7]) or 1000)
+local c = sc[2]
 local out = {}
 for i = 1, #c - 1, 2 do
   out[#out + 1] = redis.call('HGET', KEYS[4], c[i]) or ''
@@ -210,7 +220,7 @@ if n > 0 then
   got = redis.call('LRANGE', ends, 0, n - 1)
   if #got > 0 then redis.call('LTRIM', ends, #got, -1) end
 end
-return {out, st[1] or '0', st[2] or '0', st[3] or '0', redis.call('ZCARD', KEYS[6]), got, held()}
+return {out, st[1] or '0', st[2] or '0', st[3] or '0', redis.call('ZCARD', KEYS[6]), got, held(), sc[1], redis.call('HLEN', KEYS[3])}
 `)
 
 // restoreScript builds a lost queue again from one piece of a process's
