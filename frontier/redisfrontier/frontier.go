@@ -78,9 +78,11 @@ type Frontier struct {
 	mu    sync.Mutex
 	epoch string // guarded by mu
 
-	page int // Options.CountsPage
+	page     int        // Options.CountsPage
+	counting sync.Mutex // one Counts at a time: each continues the last one's scan
 	// the scan of the scopes with requests queued, a page per Counts:
-	// what the pages read, merged, is the queue's scopes
+	// what the pages read, merged, is the queue's scopes (and what this
+	// Frontier added since, at once)
 	scan struct {
 		sync.Mutex
 		epoch  string // the queue the scan reads
@@ -186,7 +188,45 @@ func (f *Frontier) Add(ctx context.Context, own string, items []frontier.SharedI
 	if err != nil {
 		return nil, err
 	}
-	return addedOf(v, len(items))
+	added, err := addedOf(v, len(items))
+	if err != nil {
+		return nil, err
+	}
+	f.noteAdded(f.queue(), items, added)
+	return added, nil
+}
+
+// queue is the epoch of the queue this Frontier works on.
+func (f *Frontier) queue() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.epoch
+}
+
+// rescan starts the scan over if it reads another queue than epoch (the
+// queue was lost and started again) or never began. Called with scan held.
+func (f *Frontier) rescan(epoch string) {
+	if f.scan.epoch != epoch || f.scan.cursor == "" {
+		f.scan.epoch, f.scan.cursor, f.scan.scopes = epoch, "0", map[string]scanned{}
+	}
+}
+
+// noteAdded counts the items added (all of them when added is nil) in
+// the scan's scopes at once: a scope this process added is in its next
+// counts, whenever the scan reads it.
+func (f *Frontier) noteAdded(epoch string, items []frontier.SharedItem, added []bool) {
+	f.scan.Lock()
+	defer f.scan.Unlock()
+	f.rescan(epoch)
+	for i, it := range items {
+		if added != nil && !added[i] {
+			continue
+		}
+		sc := f.scan.scopes[it.Scope]
+		sc.Queued++
+		sc.pass = f.scan.pass
+		f.scan.scopes[it.Scope] = sc
+	}
 }
 
 // addedOf reads the add script's reply for n items.
@@ -307,20 +347,18 @@ func (f *Frontier) Renew(ctx context.Context, leases []string, ttl time.Duration
 
 // Counts implements frontier.Shared. It reads a page of the scopes with
 // requests queued (Options.CountsPage) and returns every scope the pages
-// read since the scan last began again: a scope that emptied since its
-// page was read stays in until the scan is through (a take that finds it
-// empty drops it at once); when no scope has anything queued, none does.
+// read since the scan last began again, and those this Frontier added to
+// since: a scope that emptied since its page was read stays in until a
+// pass of the scan has not read it (a take that finds it empty drops it at
+// once); when no scope has anything queued, none does.
 // The totals are exact; Queued, summed from the scopes, is at least the
 // number of scopes with requests queued.
 func (f *Frontier) Counts(ctx context.Context, own string) (frontier.SharedCounts, error) {
-	f.mu.Lock()
-	epoch := f.epoch
-	f.mu.Unlock()
+	f.counting.Lock()
+	defer f.counting.Unlock()
+	epoch := f.queue()
 	f.scan.Lock()
-	if f.scan.epoch != epoch || f.scan.cursor == "" {
-		// another queue (lost, then started again): its scan starts over
-		f.scan.epoch, f.scan.cursor, f.scan.scopes = epoch, "0", map[string]scanned{}
-	}
+	f.rescan(epoch)
 	cursor := f.scan.cursor
 	f.scan.Unlock()
 	v, err := f.run(ctx, countsScript, append(f.head(reclaimPerCall), owner(own), endsPerCall, cursor, f.page))
@@ -331,12 +369,14 @@ func (f *Frontier) Counts(ctx context.Context, own string) (frontier.SharedCount
 	if err != nil {
 		return frontier.SharedCounts{}, err
 	}
+	e := f.queue()
 	f.scan.Lock()
 	defer f.scan.Unlock()
-	if f.scan.epoch != epoch || f.scan.cursor != cursor {
-		// a restore moved the scan meanwhile: this page is the old one's
-		f.scan.cursor = "0"
-		clear(f.scan.scopes)
+	if e != epoch {
+		// a restore started another queue meanwhile: which one this page
+		// read is not known, and the next call's scan starts over
+		f.rescan(e)
+		c.Queued = max(c.Queued, pending)
 		return c, nil
 	}
 	s := &f.scan
@@ -464,6 +504,7 @@ func (f *Frontier) Restore(ctx context.Context, own string, p frontier.SharedRes
 	f.mu.Lock()
 	f.epoch = e
 	f.mu.Unlock()
+	f.noteAdded(e, p.Items, nil) // some may have been re-added by another process: a take that finds them gone drops them
 	return nil
 }
 

@@ -162,7 +162,7 @@ func TestFleetCrawlsScopesReadByPages(t *testing.T) {
 	assert.Zero(t, procs[0].q.Progress().Queued)
 }
 
-// Counts reads the scopes a page at a time, keeps what the pages read
+// Counts reads the scopes another process added a page at a time, keeps what the pages read
 // until the scan is through, forgets a scope a take found empty at once,
 // and none at all once nothing is queued.
 func TestCountsByPages(t *testing.T) {
@@ -171,11 +171,13 @@ func TestCountsByPages(t *testing.T) {
 	ctx := context.Background()
 	f, err := redisfrontier.New(ctx, rs.Client(t), redisfrontier.Options{Prefix: "pages", CountsPage: 1})
 	require.NoError(t, err)
+	other, err := redisfrontier.New(ctx, rs.Client(t), redisfrontier.Options{Prefix: "pages"}) // another process adds
+	require.NoError(t, err)
 	var items []frontier.SharedItem
 	for i := range 40 {
 		items = append(items, frontier.SharedItem{Scope: fmt.Sprintf("s%d", i%20), Key: []byte(strconv.Itoa(i)), Record: []byte("r")})
 	}
-	_, err = f.Add(ctx, "o", items)
+	_, err = other.Add(ctx, "o", items)
 	require.NoError(t, err)
 	c, err := f.Counts(ctx, "o")
 	require.NoError(t, err)
@@ -213,6 +215,80 @@ func TestCountsByPages(t *testing.T) {
 	assert.Empty(t, c.Scopes, "nothing queued: no scope, whatever the scan read")
 	assert.Zero(t, c.Queued)
 	assert.Equal(t, 40, c.Leased, "two of each scope's")
+
+	// stored counts gone wrong (a scope with no name no take can ask for,
+	// a count that is no number): repaired as the scan reads them, so
+	// that they hold no run open
+	require.NoError(t, rs.Do("HSET", "{pages}:queued", "0123456789abcdef", "3", "fedcba9876543210", "junk"))
+	for range 4 {
+		c, err = f.Counts(ctx, "o")
+		require.NoError(t, err)
+	}
+	assert.Zero(t, c.Queued, "nothing that can be taken is queued")
+	assert.Empty(t, c.Scopes)
+}
+
+// Over 200 scopes another process added, read one a call: a scope this
+// process adds is in its next counts whenever the scan reads it, one emptied by a take of its
+// last request goes when a pass has not read it, and every one goes at
+// once when nothing at all is queued, mid-pass.
+func TestCountsScanPasses(t *testing.T) {
+	rs := redistest.Start(t)
+	require.NoError(t, rs.Do("CONFIG", "SET", "hash-max-listpack-entries", "0")) // a hash table, scanned by pages
+	ctx := context.Background()
+	f, err := redisfrontier.New(ctx, rs.Client(t), redisfrontier.Options{Prefix: "passes", CountsPage: 1})
+	require.NoError(t, err)
+	other, err := redisfrontier.New(ctx, rs.Client(t), redisfrontier.Options{Prefix: "passes"}) // another process adds
+	require.NoError(t, err)
+	var items []frontier.SharedItem
+	for i := range 200 {
+		items = append(items, frontier.SharedItem{Scope: fmt.Sprintf("s%d", i), Key: []byte(strconv.Itoa(i)), Record: []byte("r")})
+	}
+	_, err = other.Add(ctx, "o", items)
+	require.NoError(t, err)
+	c, err := f.Counts(ctx, "o")
+	require.NoError(t, err)
+	require.Less(t, len(c.Scopes), 200, "a page, not every scope")
+
+	_, err = f.Add(ctx, "o", []frontier.SharedItem{{Scope: "mine", Key: []byte("m"), Record: []byte("r")}})
+	require.NoError(t, err)
+	c, err = f.Counts(ctx, "o")
+	require.NoError(t, err)
+	assert.Equal(t, 1, c.Scopes["mine"].Queued, "its own add, before the scan reads it")
+
+	for range 1000 { // passes of some 256 calls: at least two
+		c, err = f.Counts(ctx, "o")
+		require.NoError(t, err)
+	}
+	require.Contains(t, c.Scopes, "s7", "read by a pass")
+	got, err := f.Take(ctx, []frontier.SharedAsk{{Scope: "s7", Lease: "x"}}, time.Minute)
+	require.NoError(t, err)
+	require.NotNil(t, got[0].Record)
+	for range 1000 {
+		c, err = f.Counts(ctx, "o")
+		require.NoError(t, err)
+	}
+	assert.NotContains(t, c.Scopes, "s7", "emptied: gone once a pass did not read it")
+	assert.Len(t, c.Scopes, 200, "the other 199 and mine")
+
+	c, err = f.Counts(ctx, "o") // a pass begun, some scopes read in it
+	require.NoError(t, err)
+	var asks []frontier.SharedAsk
+	for i := range 200 {
+		if i != 7 {
+			asks = append(asks, frontier.SharedAsk{Scope: fmt.Sprintf("s%d", i), Lease: strconv.Itoa(i)})
+		}
+	}
+	asks = append(asks, frontier.SharedAsk{Scope: "mine", Lease: "m"})
+	got, err = f.Take(ctx, asks, time.Minute)
+	require.NoError(t, err)
+	for _, g := range got {
+		require.NotNil(t, g.Record, "each take got its scope's last request")
+	}
+	c, err = f.Counts(ctx, "o")
+	require.NoError(t, err)
+	assert.Empty(t, c.Scopes, "nothing queued: none, mid-pass")
+	assert.Zero(t, c.Queued)
 }
 
 // A process that dies holding requests (taken, never ended or renewed)

@@ -196,7 +196,9 @@ return 1
 // countsScript: ARGV 1 epoch, 2 list prefix, 3 how many expired leases
 // to reclaim first, 4 the owner, 5 how many of its ends to read, 6 the
 // cursor of the scopes' scan ('0': from the start), 7 about how many
-// scopes to read. Returns {per scope read: name, count, ended...}, done,
+// scopes to read. Returns {per scope read: name, count, ended...} (a count
+// that is not a positive number, or a scope with no name, is deleted),
+// done,
 // failed, returned, leased, the owner's ends read (keys, then forgotten),
 // how long takes are still held (ms), the scan's next cursor ('0': the
 // scan is through), how many scopes have requests queued. The scopes are
@@ -209,9 +211,16 @@ local sc = redis.call('HSCAN', KEYS[3], ARGV[6], 'COUNT', tonumber(ARGV[7]) or 1
 local c = sc[2]
 local out = {}
 for i = 1, #c - 1, 2 do
-  out[#out + 1] = redis.call('HGET', KEYS[4], c[i]) or ''
-  out[#out + 1] = c[i + 1]
-  out[#out + 1] = redis.call('HGET', KEYS[8], c[i]) or '0'
+  local name = redis.call('HGET', KEYS[4], c[i])
+  if name and (tonumber(c[i + 1]) or 0) > 0 then
+    out[#out + 1] = name
+    out[#out + 1] = c[i + 1]
+    out[#out + 1] = redis.call('HGET', KEYS[8], c[i]) or '0'
+  else
+    -- a count gone wrong, or a scope with no name that no take can ask
+    -- for: not a scope with requests queued (HLEN counts those)
+    redis.call('HDEL', KEYS[3], c[i])
+  end
 end
 local st = redis.call('HMGET', KEYS[7], 'done', 'failed', 'returned')
 local ends, n = ARGV[2] .. 'e:' .. ARGV[4], tonumber(ARGV[5]) or 0
