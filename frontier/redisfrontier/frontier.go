@@ -478,9 +478,7 @@ func countsOf(v any) (c frontier.SharedCounts, next string, pending int, err err
 func (f *Frontier) Restore(ctx context.Context, own string, p frontier.SharedRestore) error {
 	epoch := newEpoch()
 	if p.N > 0 {
-		f.mu.Lock()
-		epoch = f.epoch // the first piece's
-		f.mu.Unlock()
+		epoch = f.queue() // the first piece's
 	}
 	args := []any{epoch, f.lists, owner(own), p.N, p.Done, p.Failed, restoreHold.Milliseconds(), len(p.Seen)}
 	for _, k := range p.Seen {

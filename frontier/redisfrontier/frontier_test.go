@@ -83,6 +83,42 @@ func newProcessWith(t *testing.T, srv *testserver.Server, rdb *redis.Client, o r
 	return p
 }
 
+// runAll runs every process's queue at once and requires each Run to
+// end without an error.
+func runAll(t *testing.T, procs []*process) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, len(procs))
+	for i, p := range procs {
+		wg.Go(func() { errs[i] = p.q.Run(p.c) })
+	}
+	wg.Wait()
+	for i := range procs {
+		require.NoError(t, errs[i], "process %d", i)
+	}
+}
+
+// pagedRedis is a redis-server whose hashes are hash tables from their
+// first field: small ones are otherwise one listpack, which HSCAN
+// returns whole, and the counts' scan would never go by pages.
+func pagedRedis(t *testing.T) *redistest.Server {
+	t.Helper()
+	return redistest.Start(t, "--hash-max-listpack-entries", "0")
+}
+
+// pagedPair is a Frontier reading the counts one scope a call, and
+// another on the same queue, for another process's adds (a Frontier's
+// own adds are in its counts at once).
+func pagedPair(t *testing.T, rs *redistest.Server, prefix string) (f, other *redisfrontier.Frontier) {
+	t.Helper()
+	ctx := context.Background()
+	f, err := redisfrontier.New(ctx, rs.Client(t), redisfrontier.Options{Prefix: prefix, CountsPage: 1})
+	require.NoError(t, err)
+	other, err = redisfrontier.New(ctx, rs.Client(t), redisfrontier.Options{Prefix: prefix})
+	require.NoError(t, err)
+	return f, other
+}
+
 // Three processes crawl two sites through one shared frontier: every page
 // is fetched once, by one of them, each takes a part, and each Run returns
 // once the whole fleet's queue is empty, whoever added what.
@@ -98,15 +134,9 @@ func TestFleetCrawlsEachPageOnce(t *testing.T) {
 	require.NoError(t, procs[0].q.AddURL(srv.HostURL("a.test")+"/"))
 	require.NoError(t, procs[1].q.AddURL(srv.HostURL("b.test")+"/"))
 	assert.ErrorIs(t, procs[2].q.AddURL(srv.HostURL("a.test")+"/"), frontier.ErrSeen, "seen by the fleet")
-	var wg sync.WaitGroup
-	errs := make([]error, len(procs))
-	for i, p := range procs {
-		wg.Go(func() { errs[i] = p.q.Run(p.c) })
-	}
-	wg.Wait()
+	runAll(t, procs)
 	total := 0
 	for i, p := range procs {
-		require.NoError(t, errs[i])
 		n := p.fetched.Load()
 		t.Logf("process %d fetched %d", i, n)
 		assert.Positive(t, n, "process %d took a part", i)
@@ -128,11 +158,7 @@ func TestFleetCrawlsEachPageOnce(t *testing.T) {
 // the sites the other added a page of the scan at a time, every page is
 // still fetched once, and both runs end.
 func TestFleetCrawlsScopesReadByPages(t *testing.T) {
-	rs := redistest.Start(t)
-	// small hashes are one listpack, which HSCAN returns whole: a hash
-	// table from the first field, so that the scan does go by pages
-	require.NoError(t, rs.Do("CONFIG", "SET", "hash-max-listpack-entries", "0"))
-	rdb := rs.Client(t)
+	rdb := pagedRedis(t).Client(t)
 	const pages = 6
 	var hosts []string
 	for i := range 12 {
@@ -144,15 +170,7 @@ func TestFleetCrawlsScopesReadByPages(t *testing.T) {
 	for i, h := range hosts {
 		require.NoError(t, procs[i%2].q.AddURL(srv.HostURL(h)+"/"))
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(procs))
-	for i, p := range procs {
-		wg.Go(func() { errs[i] = p.q.Run(p.c) })
-	}
-	wg.Wait()
-	for i := range procs {
-		require.NoError(t, errs[i])
-	}
+	runAll(t, procs)
 	for _, h := range hosts {
 		st := srv.Stats(h)
 		assert.Equal(t, pages+1, len(st.Accepted), "%s: each page once", h)
@@ -166,18 +184,14 @@ func TestFleetCrawlsScopesReadByPages(t *testing.T) {
 // until the scan is through, forgets a scope a take found empty at once,
 // and none at all once nothing is queued.
 func TestCountsByPages(t *testing.T) {
-	rs := redistest.Start(t)
-	require.NoError(t, rs.Do("CONFIG", "SET", "hash-max-listpack-entries", "0")) // as above
+	rs := pagedRedis(t)
 	ctx := context.Background()
-	f, err := redisfrontier.New(ctx, rs.Client(t), redisfrontier.Options{Prefix: "pages", CountsPage: 1})
-	require.NoError(t, err)
-	other, err := redisfrontier.New(ctx, rs.Client(t), redisfrontier.Options{Prefix: "pages"}) // another process adds
-	require.NoError(t, err)
+	f, other := pagedPair(t, rs, "pages")
 	var items []frontier.SharedItem
 	for i := range 40 {
 		items = append(items, frontier.SharedItem{Scope: fmt.Sprintf("s%d", i%20), Key: []byte(strconv.Itoa(i)), Record: []byte("r")})
 	}
-	_, err = other.Add(ctx, "o", items)
+	_, err := other.Add(ctx, "o", items)
 	require.NoError(t, err)
 	c, err := f.Counts(ctx, "o")
 	require.NoError(t, err)
@@ -233,18 +247,13 @@ func TestCountsByPages(t *testing.T) {
 // last request goes when a pass has not read it, and every one goes at
 // once when nothing at all is queued, mid-pass.
 func TestCountsScanPasses(t *testing.T) {
-	rs := redistest.Start(t)
-	require.NoError(t, rs.Do("CONFIG", "SET", "hash-max-listpack-entries", "0")) // a hash table, scanned by pages
 	ctx := context.Background()
-	f, err := redisfrontier.New(ctx, rs.Client(t), redisfrontier.Options{Prefix: "passes", CountsPage: 1})
-	require.NoError(t, err)
-	other, err := redisfrontier.New(ctx, rs.Client(t), redisfrontier.Options{Prefix: "passes"}) // another process adds
-	require.NoError(t, err)
+	f, other := pagedPair(t, pagedRedis(t), "passes")
 	var items []frontier.SharedItem
 	for i := range 200 {
 		items = append(items, frontier.SharedItem{Scope: fmt.Sprintf("s%d", i), Key: []byte(strconv.Itoa(i)), Record: []byte("r")})
 	}
-	_, err = other.Add(ctx, "o", items)
+	_, err := other.Add(ctx, "o", items)
 	require.NoError(t, err)
 	c, err := f.Counts(ctx, "o")
 	require.NoError(t, err)
