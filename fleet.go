@@ -229,17 +229,17 @@ func (c *Controller) Close() error {
 	return nil
 }
 
-// The law's shared part travels as 69 bytes: a version byte, five
+// The law's shared part travels as 77 bytes: a version byte, six
 // float64s, two uint32s, the phase, the next probe and the last
 // decrease's age in nanoseconds.
-const sharedVersion = 2
+const sharedVersion = 3
 
-const sharedLen = 1 + 5*8 + 2*4 + 1 + 2*8
+const sharedLen = 1 + 6*8 + 2*4 + 1 + 2*8
 
 func encodeShared(s law.Shared) []byte {
 	b := make([]byte, 0, sharedLen)
 	b = append(b, sharedVersion)
-	for _, f := range []float64{s.Rate, s.Estimate, s.Step, s.DownStep, s.Limit} {
+	for _, f := range []float64{s.Rate, s.Estimate, s.Step, s.DownStep, s.Limit, s.Top} {
 		b = binary.BigEndian.AppendUint64(b, math.Float64bits(f))
 	}
 	b = binary.BigEndian.AppendUint32(b, s.Epoch)
@@ -256,17 +256,17 @@ func decodeShared(b []byte) (law.Shared, bool) {
 		return law.Shared{}, false
 	}
 	var s law.Shared
-	fs := []*float64{&s.Rate, &s.Estimate, &s.Step, &s.DownStep, &s.Limit}
+	fs := []*float64{&s.Rate, &s.Estimate, &s.Step, &s.DownStep, &s.Limit, &s.Top}
 	for i, p := range fs {
 		*p = math.Float64frombits(binary.BigEndian.Uint64(b[1+8*i:]))
 		if math.IsNaN(*p) {
 			return law.Shared{}, false
 		}
 	}
-	s.Epoch = binary.BigEndian.Uint32(b[41:])
-	s.CEpoch = binary.BigEndian.Uint32(b[45:])
-	s.Phase = law.Phase(b[49])
-	s.NextProbe = time.Duration(binary.BigEndian.Uint64(b[50:]))
-	s.SinceDecrease = time.Duration(binary.BigEndian.Uint64(b[58:]))
+	s.Epoch = binary.BigEndian.Uint32(b[49:])
+	s.CEpoch = binary.BigEndian.Uint32(b[53:])
+	s.Phase = law.Phase(b[57])
+	s.NextProbe = time.Duration(binary.BigEndian.Uint64(b[58:]))
+	s.SinceDecrease = time.Duration(binary.BigEndian.Uint64(b[66:]))
 	return s, true
 }

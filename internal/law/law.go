@@ -164,6 +164,9 @@ type Law struct {
 	step     float64 // the next probe's step above the estimate
 	hi       float64 // the rate the last probe, or the search after a drop, failed at, above est (0: none): the bracket's top
 	downStep float64 // the last small step down
+	// proven is the estimate a failed probe's measurement replaced (0:
+	// none), until that measurement has held to the next probe
+	proven float64
 	// the last drop: when, and the estimate a step down would have left
 	// (where the search after it stops)
 	dropAt     time.Duration
@@ -190,6 +193,7 @@ type Law struct {
 	overRow    uint16 // overloads in a row with no success between
 	ph         Phase
 	probeRds   uint8 // clean rounds the current probe has held
+	heldRds    uint8 // clean busy rounds at or above the estimate since the last rate decrease
 	fastProbe  bool
 	roundBad   bool // a signal arrived for a request sent in this round
 	roundInUse bool // a success of this round was sent with the limit in use
@@ -823,6 +827,9 @@ func (l *Law) endRound(now time.Duration) {
 	if !clean || now < l.holdUntil {
 		return
 	}
+	if busy && l.ph != SlowStart && l.heldRds < math.MaxUint8 {
+		l.heldRds++
+	}
 	switch l.ph {
 	case SlowStart:
 		if busy && l.est > 0 {
@@ -854,7 +861,7 @@ func (l *Law) endRound(now time.Duration) {
 		}
 	case Steady:
 		if now >= l.nextProbe && busy {
-			l.ph = Probing
+			l.ph, l.proven = Probing, 0
 			l.probeRds = 0
 			l.rate = l.est * (1 + l.step)
 		} else if l.rate < l.est {
@@ -957,10 +964,25 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 		// throttle a window. The next probe waits the long gap (a failed
 		// probe costs a pause) and goes half way to the failed rate.
 		if m := math.Min(a, sentRate) * (1 - margin); m > (l.est+sentRate)/2 {
-			l.est = m
+			l.proven, l.est = l.est, m
 		}
 		l.hi = sentRate
+		if l.heldRds >= probeRounds {
+			// the estimate held before the probe, and no step was taken
+			// under it: a throttle soon after is a first step from it,
+			// not an escalation of an older step
+			l.downStep = 0
+		}
 		cut = ProbeFailed
+	case l.proven > 0 && l.proven < l.est:
+		// the failed probe's measurement, taken for the new estimate,
+		// did not hold: it read the probe's second, whose answers a
+		// limiter that counts what it refused (or a window's edge)
+		// flattered. The estimate that held before the probe returns,
+		// and the next throttle is a first step from it, not an
+		// escalation of a step that was never taken
+		l.est, l.downStep = l.proven, 0
+		cut = StepDown
 	case a > 0 && a < l.est*bigDrop:
 		// the capacity fell, or the second read low (it overlapped a
 		// pause; a limiter that counts what it refused holds slow
@@ -1004,6 +1026,10 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 		// the capacity is under the estimate or at it: no bracket above
 		l.hi, l.step = 0, firstStep
 	}
+	if cut != ProbeFailed {
+		l.proven = 0
+	}
+	l.heldRds = 0
 	l.ph = Steady
 	if cut == Drop {
 		l.ph = SlowStart
@@ -1054,15 +1080,20 @@ func (l *Law) littleFloor(before float64) {
 // Shared is the part of a law a fleet of processes shares for one scope:
 // the rate the fleet sends at and its estimate, the probe step, the
 // concurrency limit, the phase, and the epochs that make a throttle count
-// once across the fleet, and the last decrease's age (a throttle soon after
-// it, seen by any process, escalates the step down). NextProbe and
-// SinceDecrease are relative to when it was taken; SinceDecrease is 0 for
-// none.
+// once across the fleet, the last decrease's age (a throttle soon after
+// it, seen by any process, escalates the step down), and the top of the
+// search after a drop. NextProbe and SinceDecrease are relative to when it
+// was taken; SinceDecrease is 0 for none.
 type Shared struct {
 	Rate, Estimate, Step, DownStep, Limit float64
-	Epoch, CEpoch                         uint32
-	Phase                                 Phase
-	NextProbe, SinceDecrease              time.Duration
+	// Top is where the search after a drop stops (0: none): the
+	// estimate a step down would have left. A search adopted without it
+	// doubles until a throttle, past the capacity, and the throttle's
+	// second then reads as a drop again.
+	Top                      float64
+	Epoch, CEpoch            uint32
+	Phase                    Phase
+	NextProbe, SinceDecrease time.Duration
 }
 
 // Shared returns the law's shared part at now; a law asked for it is a
@@ -1072,7 +1103,7 @@ func (l *Law) Shared(now time.Duration) Shared {
 	l.fleet = true
 	return Shared{
 		Rate: l.rate, Estimate: l.est, Step: l.step, DownStep: l.downStep, Limit: l.limit,
-		Epoch: l.epoch, CEpoch: l.cepoch, Phase: l.ph, NextProbe: max(l.nextProbe-now, 0),
+		Top: l.dropTo, Epoch: l.epoch, CEpoch: l.cepoch, Phase: l.ph, NextProbe: max(l.nextProbe-now, 0),
 		SinceDecrease: l.sinceDecrease(now),
 	}
 }
@@ -1105,10 +1136,13 @@ func (l *Law) Adopt(now time.Duration, s Shared) {
 	}
 	moved := rate != l.rate || s.Epoch != l.epoch || s.Phase != l.ph
 	if moved {
-		// another process's decision: this one's last drop, and the
-		// search's top after it, are not the fleet's (a search adopted
-		// doubles until a throttle, as slow start does)
-		l.dropTo = 0
+		// another process's decision: this one's last drop is not the
+		// fleet's, but the search after the fleet's drop stops where
+		// it would have stopped in the process that began it
+		l.dropTo, l.proven = 0, 0
+		if s.Phase == SlowStart && est > 0 && s.Top > 0 {
+			l.dropTo = l.bounded(s.Top)
+		}
 	}
 	l.rate, l.est = rate, est
 	if s.Step > 0 && s.Step <= 1 {

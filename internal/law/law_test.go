@@ -310,6 +310,28 @@ func TestProbe(t *testing.T) {
 		)
 		play(t, cfg, evs)
 	})
+	t.Run("a throttle after a failed probe escalates only a step the estimate did not hold", func(t *testing.T) {
+		// slow start's end, then its fast probe two rounds later fails:
+		// the estimate had not held three rounds, and a throttle soon
+		// after escalates the step as after slow start's end (6 %)
+		fast := seq(start, busyRound(sec, 2, 9.7),
+			[]ev{{at: 2 * sec, do: "send", id: 3, rate: 9.7, paced: true}, {at: 3 * sec, do: "ok", id: 3, wantPhase: "probing"},
+				{at: 3 * sec, do: "send", id: 4, rate: 9.7 * 1.03},
+				{at: 3*sec + 10*ms, do: "429", id: 4, wantCut: "probe-failure"}})
+		play(t, cfg, seq(fast, []ev{{at: 4 * sec, do: "send", id: 5, rate: 9.7},
+			{at: 4*sec + 10*ms, do: "429", id: 5, wantEst: 9.7 * 0.94, wantCut: "step-down"}}))
+		// the next probe, after the estimate held for the gap, fails
+		// too: a throttle soon after is a first step from it (3 %)
+		var held []ev
+		for r := range 10 {
+			held = append(held, busyRound(4*sec+time.Duration(r)*sec, 10+r, 9.7)...)
+		}
+		held[len(held)-1].wantPhase = "probing"
+		play(t, cfg, seq(fast, held, []ev{{at: 14 * sec, do: "send", id: 30, rate: 9.7 * 1.03},
+			{at: 14*sec + 10*ms, do: "429", id: 30, wantCut: "probe-failure"},
+			{at: 15 * sec, do: "send", id: 31, rate: 9.7},
+			{at: 15*sec + 10*ms, do: "429", id: 31, wantEst: 9.7 * 0.97, wantCut: "step-down"}}))
+	})
 	// n answers accepted at even spacing over [1.125 s, 2 s): the last
 	// second's measurement at 2 s is n / 0.875 s
 	accepted := func(n, id int, rate float64) []ev {
@@ -332,6 +354,22 @@ func TestProbe(t *testing.T) {
 				{at: 2 * sec, do: "429", id: 4, wantEst: est, wantRate: est, wantPhase: "steady", wantCut: "probe-failure"}},
 			busyRound(11*sec, 30, est),
 			[]ev{{at: 12 * sec, do: "send", id: 31, rate: est, paced: true}, {at: 12*sec + 5*ms, do: "ok", id: 31, wantPhase: "probing", wantRate: est * (1 + (20/est-1)/2)}},
+		)
+		play(t, cfg, evs)
+	})
+	t.Run("a failed probe's measurement that does not hold gives the estimate before it back", func(t *testing.T) {
+		// as above, the probe at 20/s learns 16/s less the margin; the
+		// next throttle, at that estimate, says the measurement was
+		// flattered: 9.7 returns (not a step down from 15.52), and a
+		// throttle after it is a first step, not an escalation
+		est := 16 * 0.97
+		evs := seq(start, accepted(14, 10, 9.7),
+			[]ev{{at: 2 * sec, do: "send", id: 4, rate: 20},
+				{at: 2 * sec, do: "429", id: 4, wantEst: est, wantCut: "probe-failure"},
+				{at: 3 * sec, do: "send", id: 5, rate: est},
+				{at: 3*sec + 10*ms, do: "429", id: 5, wantEst: 9.7, wantRate: 9.7, wantPhase: "steady", wantCut: "step-down"},
+				{at: 4 * sec, do: "send", id: 6, rate: 9.7},
+				{at: 4*sec + 10*ms, do: "429", id: 6, wantEst: 9.7 * 0.97, wantCut: "step-down"}},
 		)
 		play(t, cfg, evs)
 	})
@@ -954,4 +992,42 @@ func TestDeferredSendCountsWhenItGoes(t *testing.T) {
 		l.Observe(2300*ms+time.Duration(i)*ms, st[i], law.Success)
 	}
 	assert.Equal(t, 4.0, l.Rate())
+}
+
+// A search after a drop, adopted by another process, stops where it
+// would have stopped in the process that began it: at the estimate a step
+// down would have left. Without that top the adopted search doubled past
+// the capacity, and the throttle's second read as a drop again.
+func TestAdoptedSearchKeepsItsTop(t *testing.T) {
+	c := cfg
+	var a, b law.Law
+	a.Init(&c, 0)
+	b.Init(&c, 0)
+	a.Seed(0, 20)
+	b.Adopt(0, a.Shared(0))
+	// a's last second: 5 accepted answers, under 70 % of its estimate
+	at := time.Duration(0)
+	for range 5 {
+		at += 200 * ms
+		tk := a.Sent(at-10*ms, a.Rate(), 1, false, true)
+		a.Observe(at, tk, law.Success)
+	}
+	tk := a.Sent(at, a.Rate(), 1, false, true)
+	require.Equal(t, law.Drop, a.Observe(at+ms, tk, law.Throttled).Cut)
+	sh := a.Shared(at + ms)
+	top := 20 * 0.97 * 0.97
+	assert.InDelta(t, top, sh.Top, 1e-9, "the search's top: where a step down would have left the estimate")
+	b.Adopt(at+2*ms, sh)
+	require.Equal(t, law.SlowStart, b.Phase())
+	// b's clean busy rounds: the search doubles up to the top, no further
+	from := at + 2*ms
+	for i := range 6 {
+		r := b.Rate()
+		assert.LessOrEqual(t, r, top+1e-9, "round %d", i)
+		tb := b.Sent(from, r, 1, false, true)
+		from += sec
+		b.Observe(from, tb, law.Success)
+	}
+	assert.Equal(t, law.Steady, b.Phase(), "the drop was misread: the estimate returns")
+	assert.InDelta(t, top, b.Estimate(), 1e-9)
 }
