@@ -19,11 +19,18 @@ type Progress struct {
 	// Rate is the requests ended per second, recently (a mean over about
 	// half a minute).
 	Rate float64
+	// Added is the requests added per second, recently, a mean as Rate
+	// is (repeats the queue drops are not counted). While a crawl that
+	// finds its URLs as it goes adds about as many as it ends, it has
+	// not found them all yet, and ETA, which counts what the queue
+	// holds, is a lower bound.
+	Added float64
 	// ETA is how long until nothing is left, if the rates hold: the
 	// slowest scope's ETA, or the whole backlog over the whole rate if
 	// that is longer (the threads, not the scopes, may be what binds). 0
 	// when nothing is left; Unknown while a scope with a backlog has no
-	// rate yet.
+	// rate yet. It counts the requests the queue holds, not those a
+	// crawl has still to find (see Added).
 	ETA    time.Duration
 	Scopes []ScopeProgress // sorted by ETA, the slowest first, then by scope
 }
@@ -57,7 +64,7 @@ func (q *Queue) ProgressAt(now time.Time) Progress {
 	if q.sh != nil {
 		p = q.fleetProgress(now)
 	} else {
-		p = Progress{Queued: q.size, Running: q.running, Done: q.done, Failed: q.failed, Rate: q.meter.rate(now)}
+		p = Progress{Queued: q.size, Running: q.running, Done: q.done, Failed: q.failed, Rate: q.meter.rate(now), Added: q.added.rate(now)}
 		p.Scopes = make([]ScopeProgress, 0, len(q.subs))
 		for _, s := range q.subs {
 			sp := ScopeProgress{
@@ -89,7 +96,7 @@ func (q *Queue) ProgressAt(now time.Time) Progress {
 // Called with mu held.
 func (q *Queue) fleetProgress(now time.Time) Progress {
 	f := &q.fleet
-	p := Progress{Queued: f.c.Queued, Running: f.c.Leased, Done: int(f.c.Done), Failed: int(f.c.Failed), Rate: f.meter.rate(now)}
+	p := Progress{Queued: f.c.Queued, Running: f.c.Leased, Done: int(f.c.Done), Failed: int(f.c.Failed), Rate: f.meter.rate(now), Added: f.added.rate(now)}
 	p.Scopes = make([]ScopeProgress, 0, len(f.c.Scopes))
 	for key, sc := range f.c.Scopes {
 		sp := ScopeProgress{Scope: key, Queued: sc.Queued, Done: int(sc.Ended)}

@@ -68,6 +68,7 @@ func progressETA(t *testing.T, crawl []struct {
 		p := q.Progress()
 		assert.Equal(t, total, p.Queued)
 		assert.Equal(t, frontier.Unknown, p.ETA, "no rate yet")
+		assert.InEpsilon(t, float64(total), p.Added, 0.02, "every URL added in the same instant: that many over the first second")
 
 		start := time.Now()
 		stop := sampleAt(q, total/5, nil)
@@ -219,8 +220,11 @@ func TestFrontierProgressWholeCrawl(t *testing.T) {
 		assert.Less(t, took, 75*time.Second)
 		// the ETA counts what is known: the pages not yet found are not in
 		// it, and at 20 % of the pages most of a.test's are not found yet;
-		// by 20 % of the time they are (a page links to five others)
+		// by 20 % of the time they are (a page links to five others).
+		// Added says so: the crawl was adding more than it ended
 		assert.Less(t, predicted, took)
+		t.Logf("at 20 %% of the pages: added %.1f/s, ended %.1f/s", p20.Added, p20.Rate)
+		assert.Greater(t, p20.Added, p20.Rate, "still finding pages")
 		assert.InDelta(t, took.Seconds(), at20t.finish.Seconds(), 0.2*took.Seconds(), "the ETA at 20 %% of the time")
 	})
 }

@@ -116,6 +116,7 @@ type Queue struct {
 	done    int                 // guarded by mu: requests ended without an error
 	failed  int                 // guarded by mu: requests ended with one
 	meter   meter               // guarded by mu: requests ended, for the rate
+	added   meter               // guarded by mu: requests added
 	err     error               // guarded by mu: the file failed; the queue is unusable
 	refills []refill            // guarded by mu: scopes of a file whose window is to be read
 	seen    map[uint64]struct{} // guarded by mu: without a file, a hash of every request added
@@ -484,6 +485,7 @@ func (q *Queue) addInMemory(a *op) error {
 	s := q.sub(a.scope)
 	s.items = append(s.items, a.mem)
 	q.size++
+	q.added.add(time.Now())
 	q.schedule(s)
 	q.nudge()
 	return nil
@@ -592,7 +594,9 @@ type fleetView struct {
 	c     SharedCounts
 	at    time.Time // when c was read (zero: never)
 	ended int64     // done and failed, at the last read
+	total int64     // queued, leased, done and failed, at the last read
 	meter meter     // the fleet's ends
+	added meter     // the fleet's adds: the growth of its total
 	// each scope's ends at the last read, and their meters
 	scopes map[string]*fleetScope
 }
@@ -627,11 +631,16 @@ func (q *Queue) pollShared() error {
 		f.scopes = map[string]*fleetScope{}
 	}
 	ended := c.Done + c.Failed
+	total := int64(c.Queued+c.Leased) + ended
 	if !f.at.IsZero() && ended > f.ended {
 		f.meter.addN(now, float64(ended-f.ended))
 	}
+	if !f.at.IsZero() && total > f.total {
+		f.added.addN(now, float64(total-f.total))
+	}
 	f.meter.begin(now)
-	f.c, f.ended = c, ended
+	f.added.begin(now)
+	f.c, f.ended, f.total = c, ended, total
 	if !raced {
 		f.at = asked
 	}
@@ -704,6 +713,7 @@ func (q *Queue) broken(err error) {
 // an added request joins its scope's window if the window has room and
 // nothing of the scope waits in the file before it.
 func (q *Queue) applied(round []*op) {
+	now := time.Now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, o := range round {
@@ -719,6 +729,7 @@ func (q *Queue) applied(round []*op) {
 			s.disk++
 		}
 		q.size++
+		q.added.add(now)
 		q.schedule(s)
 	}
 	q.nudge()

@@ -156,7 +156,7 @@ func run(mode string, work time.Duration, threads int) (time.Duration, error) {
 					last = ", last " + h.name
 				}
 			}
-			return fmt.Sprintf("queued %d, running %d, done %d, failed %d, %.1f/s, ETA %s%s", p.Queued, p.Running, p.Done, p.Failed, p.Rate, eta, last)
+			return fmt.Sprintf("queued %d, running %d, done %d, failed %d, %.1f/s, added %.1f/s, ETA %s%s", p.Queued, p.Running, p.Done, p.Failed, p.Rate, p.Added, eta, last)
 		}
 	default:
 		q, err := queue.New(threads, nil)

@@ -18,8 +18,8 @@ type Collector struct {
 	q      *frontier.Queue
 	scopes int
 
-	queued, running, done, failed, rate, eta *prometheus.Desc
-	scopeQueued, scopeRate, scopeETA         *prometheus.Desc
+	queued, running, done, failed, rate, added, eta *prometheus.Desc
+	scopeQueued, scopeRate, scopeETA                *prometheus.Desc
 }
 
 // New is a collector of q's progress, with gauges of their own for the
@@ -39,6 +39,7 @@ func New(q *frontier.Queue, scopes ...int) *Collector {
 	c.done = desc("done_requests_total", "Requests ended without an error since the queue was made or opened.")
 	c.failed = desc("failed_requests_total", "Requests ended with an error (OnError) since the queue was made or opened.")
 	c.rate = desc("rate_requests_per_second", "Requests ended per second, recently.")
+	c.added = desc("added_requests_per_second", "Requests added per second, recently: at the rate or above it, the crawl is still finding URLs and the ETA is a lower bound.")
 	c.eta = desc("eta_seconds", "Until nothing is left if the rates hold: the slowest scope's backlog over its rate, or the backlog over the rate if longer. Absent while a scope with a backlog has no rate yet.")
 	c.scopeQueued = desc("scope_queued_requests", "Requests of the scope waiting, for the scopes that finish last.", "scope")
 	c.scopeRate = desc("scope_rate_requests_per_second", "Requests of the scope ended per second, recently, for the scopes that finish last.", "scope")
@@ -48,7 +49,7 @@ func New(q *frontier.Queue, scopes ...int) *Collector {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.queued, c.running, c.done, c.failed, c.rate, c.eta, c.scopeQueued, c.scopeRate, c.scopeETA} {
+	for _, d := range []*prometheus.Desc{c.queued, c.running, c.done, c.failed, c.rate, c.added, c.eta, c.scopeQueued, c.scopeRate, c.scopeETA} {
 		ch <- d
 	}
 }
@@ -64,6 +65,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.done, prometheus.CounterValue, float64(p.Done))
 	ch <- prometheus.MustNewConstMetric(c.failed, prometheus.CounterValue, float64(p.Failed))
 	gauge(c.rate, p.Rate)
+	gauge(c.added, p.Added)
 	if p.ETA != frontier.Unknown {
 		gauge(c.eta, p.ETA.Seconds())
 	}
