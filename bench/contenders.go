@@ -37,13 +37,22 @@ func transport(rt func(next http.RoundTripper, seed uint64) http.RoundTripper) f
 	}
 }
 
+// adaptiveCells numbers the cells the adaptive contender ran, for their
+// decision logs.
+var adaptiveCells atomic.Int64
+
 var contenders = []contender{
 	{
 		name:  "adaptive",
 		about: "adaptive.Attach(c): this library with its defaults (robots.txt on)",
 		setup: func(c *colly.Collector, next http.RoundTripper, _ uint64) (*polite.Controller, error) {
 			c.WithTransport(next)
-			ctrl := adaptive.Attach(c)
+			// BENCH_DECISIONS=dir: each cell's decisions in dir/adaptive-<n>.log
+			var pc polite.Config
+			if _, err := decisionLog(&pc, "adaptive", int(adaptiveCells.Add(1))); err != nil {
+				return nil, err
+			}
+			ctrl := adaptive.Attach(c, pc)
 			return ctrl, ctrl.Err()
 		},
 	},
