@@ -12,7 +12,7 @@
 //	go run ./bench -duration 12s            # shorter cells
 //	go run ./bench -scenario S1,S2 -contender adaptive,limitrule-10
 //	go run ./bench -json results.json       # the table as JSON too
-//	go run ./bench -kinds -duration 60s -runs 3 -contender adaptive   # the kinds, three runs each (docs/harness.md)
+//	go run ./bench -kinds -duration 60s -runs 3 -contender adaptive   # the kinds, three runs each, 180-s cells (docs/harness.md)
 //	go run ./bench -short                   # smoke run: 2 s cells, 4 at a time, 20 pages in S11 and W9, S1-S11 and W1-W11; nothing is judged
 //
 // Every run counts. -runs N runs each cell N times (run k with -seed + k -
@@ -211,7 +211,7 @@ func main() {
 		burnMain(os.Args[2]) // the CPU load of a busy-machine cell
 		return
 	}
-	duration := flag.Duration("duration", 20*time.Second, "length of each cell (scenario × contender), on the server's clock; S10 runs 4 times as long")
+	duration := flag.Duration("duration", 20*time.Second, "length of each cell (scenario × contender), on the server's clock; S10 runs 4 times as long, the kinds W1-W8, W10 and W11 3 times")
 	short := flag.Bool("short", false, "smoke run: 2 s cells, 4 at a time, 20 pages in S11 (unless -duration, -parallel or -pages say otherwise); figures are not meaningful and not judged")
 	only := flag.String("scenario", "", "comma-separated scenarios to run (default: all), e.g. S1,S4")
 	who := flag.String("contender", "", "comma-separated contenders to run (default: all), e.g. adaptive,limitrule-10")
@@ -324,8 +324,8 @@ func main() {
 			}
 		}
 	}
-	fmt.Fprintf(os.Stderr, "bench: %d cells of %v (S10: %v), RTT %s, %d run(s) each, %d at a time (%s, %d CPUs)\n",
-		len(cells), *duration, 4**duration, *rtts, *runs, *parallel, runtime.Version(), runtime.NumCPU())
+	fmt.Fprintf(os.Stderr, "bench: %d cells of %v (S10: %v, the kinds: %v), RTT %s, %d run(s) each, %d at a time (%s, %d CPUs)\n",
+		len(cells), *duration, 4**duration, kindLength(*duration), *rtts, *runs, *parallel, runtime.Version(), runtime.NumCPU())
 	began := time.Now()
 	results := make([]result, len(cells))
 	sem := make(chan struct{}, *parallel)
@@ -368,8 +368,8 @@ func main() {
 	if *short {
 		fmt.Println("(-short: a smoke run, cells too short and run side by side; the figures mean nothing and no target is judged)")
 	}
-	fmt.Printf("%d cells of %v (warm-up %v; S10 %v), RTT %s, %d at a time, %s, %d CPUs, %s, took %v\n\n",
-		len(cells), *duration, *duration/4, 4**duration, *rtts, *parallel, runtime.Version(), runtime.NumCPU(),
+	fmt.Printf("%d cells of %v (warm-up %v; S10 %v; the kinds %v, warm-up %v), RTT %s, %d at a time, %s, %d CPUs, %s, took %v\n\n",
+		len(cells), *duration, *duration/4, 4**duration, kindLength(*duration), kindLength(*duration)/4, *rtts, *parallel, runtime.Version(), runtime.NumCPU(),
 		time.Now().Format("2006-01-02"), time.Since(began).Round(time.Second))
 	for _, sc := range scs {
 		fmt.Printf("  %-3s %s\n", sc.name, sc.title)
