@@ -229,17 +229,17 @@ func (c *Controller) Close() error {
 	return nil
 }
 
-// The law's shared part travels as 77 bytes: a version byte, six
+// The law's shared part travels as 82 bytes: a version byte, seven
 // float64s, two uint32s, the phase, the next probe and the last
 // decrease's age in nanoseconds.
 const sharedVersion = 3
 
-const sharedLen = 1 + 6*8 + 2*4 + 1 + 2*8
+const sharedLen = 1 + 7*8 + 2*4 + 1 + 2*8
 
 func encodeShared(s law.Shared) []byte {
 	b := make([]byte, 0, sharedLen)
 	b = append(b, sharedVersion)
-	for _, f := range []float64{s.Rate, s.Estimate, s.Step, s.DownStep, s.Limit, s.Top} {
+	for _, f := range []float64{s.Rate, s.Estimate, s.Step, s.DownStep, s.Limit, s.Top, s.Proven} {
 		b = binary.BigEndian.AppendUint64(b, math.Float64bits(f))
 	}
 	b = binary.BigEndian.AppendUint32(b, s.Epoch)
@@ -256,17 +256,18 @@ func decodeShared(b []byte) (law.Shared, bool) {
 		return law.Shared{}, false
 	}
 	var s law.Shared
-	fs := []*float64{&s.Rate, &s.Estimate, &s.Step, &s.DownStep, &s.Limit, &s.Top}
+	fs := []*float64{&s.Rate, &s.Estimate, &s.Step, &s.DownStep, &s.Limit, &s.Top, &s.Proven}
 	for i, p := range fs {
 		*p = math.Float64frombits(binary.BigEndian.Uint64(b[1+8*i:]))
 		if math.IsNaN(*p) {
 			return law.Shared{}, false
 		}
 	}
-	s.Epoch = binary.BigEndian.Uint32(b[49:])
-	s.CEpoch = binary.BigEndian.Uint32(b[53:])
-	s.Phase = law.Phase(b[57])
-	s.NextProbe = time.Duration(binary.BigEndian.Uint64(b[58:]))
-	s.SinceDecrease = time.Duration(binary.BigEndian.Uint64(b[66:]))
+	const f = 1 + 7*8 // past the version and the float64s
+	s.Epoch = binary.BigEndian.Uint32(b[f:])
+	s.CEpoch = binary.BigEndian.Uint32(b[f+4:])
+	s.Phase = law.Phase(b[f+8])
+	s.NextProbe = time.Duration(binary.BigEndian.Uint64(b[f+9:]))
+	s.SinceDecrease = time.Duration(binary.BigEndian.Uint64(b[f+17:]))
 	return s, true
 }

@@ -974,15 +974,6 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 			l.downStep = 0
 		}
 		cut = ProbeFailed
-	case l.proven > 0 && l.proven < l.est:
-		// the failed probe's measurement, taken for the new estimate,
-		// did not hold: it read the probe's second, whose answers a
-		// limiter that counts what it refused (or a window's edge)
-		// flattered. The estimate that held before the probe returns,
-		// and the next throttle is a first step from it, not an
-		// escalation of a step that was never taken
-		l.est, l.downStep = l.proven, 0
-		cut = StepDown
 	case a > 0 && a < l.est*bigDrop:
 		// the capacity fell, or the second read low (it overlapped a
 		// pause; a limiter that counts what it refused holds slow
@@ -996,6 +987,17 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 		l.dropAt, l.dropTo = now, math.Min(l.est, sentRate)*(1-margin)
 		l.est = math.Max(a, l.est/8)
 		fast, cut = true, Drop
+	case l.proven > 0 && l.proven < l.est && sentRate > l.proven && now < l.nextProbe:
+		// the failed probe's measurement, taken for the new estimate,
+		// did not hold before the next probe: it read the probe's
+		// second, whose answers a limiter that counts what it refused
+		// (or a window's edge) flattered. The estimate that held before
+		// the probe returns, and the next throttle is a first step from
+		// it, not an escalation of a step that was never taken. (A
+		// throttle at or under that estimate says more: it is stepped
+		// down from as any.)
+		l.est, l.downStep = l.proven, 0
+		cut = StepDown
 	default:
 		// a rate judged clean was throttled (a burst allowance flattered
 		// it, or the capacity moved a little): a small step down. A
@@ -1081,16 +1083,21 @@ func (l *Law) littleFloor(before float64) {
 // the rate the fleet sends at and its estimate, the probe step, the
 // concurrency limit, the phase, and the epochs that make a throttle count
 // once across the fleet, the last decrease's age (a throttle soon after
-// it, seen by any process, escalates the step down), and the top of the
-// search after a drop. NextProbe and SinceDecrease are relative to when it
-// was taken; SinceDecrease is 0 for none.
+// it, seen by any process, escalates the step down), the top of the
+// search after a drop, and the estimate a failed probe's measurement
+// replaced. NextProbe and SinceDecrease are relative to when it was
+// taken; SinceDecrease is 0 for none.
 type Shared struct {
 	Rate, Estimate, Step, DownStep, Limit float64
 	// Top is where the search after a drop stops (0: none): the
 	// estimate a step down would have left. A search adopted without it
 	// doubles until a throttle, past the capacity, and the throttle's
 	// second then reads as a drop again.
-	Top                      float64
+	Top float64
+	// Proven is the estimate a failed probe's measurement replaced (0:
+	// none): the process that sees the next throttle gives it back, as
+	// the one that probed would.
+	Proven                   float64
 	Epoch, CEpoch            uint32
 	Phase                    Phase
 	NextProbe, SinceDecrease time.Duration
@@ -1103,7 +1110,7 @@ func (l *Law) Shared(now time.Duration) Shared {
 	l.fleet = true
 	return Shared{
 		Rate: l.rate, Estimate: l.est, Step: l.step, DownStep: l.downStep, Limit: l.limit,
-		Top: l.dropTo, Epoch: l.epoch, CEpoch: l.cepoch, Phase: l.ph, NextProbe: max(l.nextProbe-now, 0),
+		Top: l.dropTo, Proven: l.proven, Epoch: l.epoch, CEpoch: l.cepoch, Phase: l.ph, NextProbe: max(l.nextProbe-now, 0),
 		SinceDecrease: l.sinceDecrease(now),
 	}
 }
@@ -1143,13 +1150,21 @@ func (l *Law) Adopt(now time.Duration, s Shared) {
 		if s.Phase == SlowStart && est > 0 && s.Top > 0 {
 			l.dropTo = l.bounded(s.Top)
 		}
+		if s.Proven > 0 && s.Proven < est {
+			l.proven = l.bounded(s.Proven)
+		}
+	}
+	if s.Epoch != l.epoch {
+		// a decrease decided elsewhere: the estimate has held nothing
+		// since
+		l.heldRds = 0
 	}
 	l.rate, l.est = rate, est
 	if s.Step > 0 && s.Step <= 1 {
 		l.step = s.Step
 	}
-	if s.DownStep > 0 && s.DownStep <= 0.5 {
-		l.downStep = s.DownStep
+	if s.DownStep >= 0 && s.DownStep <= 0.5 {
+		l.downStep = s.DownStep // 0: the next step down is a first one
 	}
 	if s.CEpoch != l.cepoch && s.Limit < l.limit {
 		l.limit = math.Max(math.Floor(s.Limit), float64(l.cfg.MinConcurrency))

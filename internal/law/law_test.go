@@ -373,6 +373,54 @@ func TestProbe(t *testing.T) {
 		)
 		play(t, cfg, evs)
 	})
+	t.Run("the measurement's hypothesis ends at the next probe, or at a rate under what held", func(t *testing.T) {
+		est := 16 * 0.97
+		failed := seq(start, accepted(14, 10, 9.7),
+			[]ev{{at: 2 * sec, do: "send", id: 4, rate: 20},
+				{at: 2 * sec, do: "429", id: 4, wantEst: est, wantCut: "probe-failure"}})
+		// a throttle of a send at 9.7 or under (a ceiling held it there)
+		// says 9.7 is no better: a step down from what was sent (the
+		// second since slow start's end, whose estimate held no round:
+		// escalated)
+		play(t, cfg, seq(failed, []ev{{at: 3 * sec, do: "send", id: 5, rate: 9},
+			{at: 3*sec + 10*ms, do: "429", id: 5, wantEst: 9 * 0.94, wantCut: "step-down"}}))
+		// the measurement held to the next probe, which failed: a throttle
+		// after it steps down from the measurement, which it no longer
+		// doubts
+		var held []ev
+		for r := range 10 {
+			held = append(held, busyRound(2*sec+time.Duration(r)*sec, 30+r, est)...)
+		}
+		held[len(held)-1].wantPhase = "probing"
+		play(t, cfg, seq(failed, held, []ev{{at: 12 * sec, do: "send", id: 50, rate: est * 1.03},
+			{at: 12*sec + 10*ms, do: "429", id: 50, wantEst: est, wantCut: "probe-failure"},
+			{at: 13 * sec, do: "send", id: 51, rate: est},
+			{at: 13*sec + 10*ms, do: "429", id: 51, wantEst: est * 0.97, wantCut: "step-down"}}))
+	})
+	t.Run("in a fleet, the process that sees the throttle gives the estimate back", func(t *testing.T) {
+		c := cfg
+		var a, b law.Law
+		a.Init(&c, 0)
+		b.Init(&c, 0)
+		tk := a.Sent(0, 20, 1, false, true)
+		require.Equal(t, law.SlowStartEnd, a.Observe(10*ms, tk, law.Throttled).Cut)
+		for i := range 14 { // 16/s accepted over the last 0.875 s, as above
+			at := 1125*ms + time.Duration(i)*875*ms/14
+			tk := a.Sent(at, 9.7, 1, false, false)
+			a.Observe(at+ms, tk, law.Success)
+		}
+		tk = a.Sent(2*sec, 20, 1, false, true)
+		require.Equal(t, law.ProbeFailed, a.Observe(2*sec, tk, law.Throttled).Cut)
+		b.Adopt(2*sec+ms, a.Shared(2*sec+ms))
+		assert.InDelta(t, 16*0.97, b.Estimate(), 1e-9)
+		tb := b.Sent(3*sec, b.Rate(), 1, false, false)
+		assert.Equal(t, law.StepDown, b.Observe(3*sec+10*ms, tb, law.Throttled).Cut)
+		assert.InDelta(t, 9.7, b.Estimate(), 1e-9, "b gives back the estimate a's probe replaced")
+		a.Adopt(3*sec+20*ms, b.Shared(3*sec+20*ms))
+		ta := a.Sent(4*sec, a.Rate(), 1, false, false)
+		a.Observe(4*sec+10*ms, ta, law.Throttled)
+		assert.InDelta(t, 9.7*0.97, a.Estimate(), 1e-9, "and the next throttle, in a, is a first step from it")
+	})
 	t.Run("at the top of a bracket the estimate stands and the next probe goes half way", func(t *testing.T) {
 		// a probe at 12/s fails with 9 accepted in 0.875 s (10.3/s): in
 		// the lower half of [9.7, 12], which a second straddling two
