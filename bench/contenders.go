@@ -47,7 +47,10 @@ var contenders = []contender{
 		about: "adaptive.Attach(c): this library with its defaults (robots.txt on)",
 		setup: func(c *colly.Collector, next http.RoundTripper, _ uint64) (*polite.Controller, error) {
 			c.WithTransport(next)
-			// BENCH_DECISIONS=dir: each cell's decisions in dir/adaptive-<n>.log
+			// BENCH_DECISIONS=dir: each cell's decisions in
+			// dir/adaptive-<n>.log, n counting the adaptive cells in the
+			// order they start (the order the bench prints them); the
+			// file stays open for the bench's life (the "proc" field is n)
 			var pc polite.Config
 			if _, err := decisionLog(&pc, "adaptive", int(adaptiveCells.Add(1))); err != nil {
 				return nil, err

@@ -19,10 +19,12 @@ type Progress struct {
 	// Rate is the requests ended per second, recently (a mean over about
 	// half a minute).
 	Rate float64
-	// Added is the requests added per second, recently, a mean as Rate
-	// is (repeats the queue drops are not counted). While a crawl that
-	// finds its URLs as it goes adds about as many as it ends, it has
-	// not found them all yet, and ETA, which counts what the queue
+	// Added is the requests added per second since the crawl began (its
+	// first hand-out; with a Shared, since this queue's first read of the
+	// fleet's counts), recently, a mean as Rate is; repeats the queue
+	// drops are not counted, nor what was queued before. While a crawl
+	// that finds its URLs as it goes adds about as many as it ends, it
+	// has not found them all yet, and ETA, which counts what the queue
 	// holds, is a lower bound.
 	Added float64
 	// ETA is how long until nothing is left, if the rates hold: the

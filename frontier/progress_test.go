@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -68,7 +69,7 @@ func progressETA(t *testing.T, crawl []struct {
 		p := q.Progress()
 		assert.Equal(t, total, p.Queued)
 		assert.Equal(t, frontier.Unknown, p.ETA, "no rate yet")
-		assert.InEpsilon(t, float64(total), p.Added, 0.02, "every URL added in the same instant: that many over the first second")
+		assert.Zero(t, p.Added, "the URLs the crawl starts from are not what it found")
 
 		start := time.Now()
 		stop := sampleAt(q, total/5, nil)
@@ -97,6 +98,7 @@ func progressETA(t *testing.T, crawl []struct {
 		assert.Zero(t, p.ETA)
 		assert.Empty(t, p.Scopes, "a scope's counts go with it; the crawl's stay")
 		assert.Positive(t, p.Rate)
+		assert.Zero(t, p.Added, "nothing added once the crawl began")
 	})
 }
 
@@ -259,5 +261,54 @@ func sampleAt(q *frontier.Queue, n int, each func(frontier.Progress)) (stop func
 		close(done)
 		<-sampled
 		return at, first
+	}
+}
+
+// Added counts the requests added once the crawl began, in memory and in
+// a file alike: a repeat the queue drops is not one, nor a URL queued
+// before the crawl began. Two crawls that find the same page, one of them
+// twice, read the same Added.
+func TestFrontierProgressAdded(t *testing.T) {
+	for _, file := range []bool{false, true} {
+		added := map[int]float64{}
+		for _, adds := range []int{1, 2} {
+			synctest.Test(t, func(t *testing.T) {
+				srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{"a.test": {
+					Latency: testserver.Latency{Base: 100 * time.Millisecond},
+				}}})
+				c := colly.NewCollector()
+				c.WithTransport(srv.Transport())
+				ctrl := adaptive.Attach(c, polite.Config{Robots: new(false), JitterSeed: 1})
+				cfg := frontier.Config{Threads: 1}
+				if file {
+					cfg.Path = filepath.Join(t.TempDir(), "q.db")
+				}
+				q, err := frontier.New(ctrl, cfg)
+				require.NoError(t, err)
+				defer q.Close()
+				first := srv.HostURL("a.test") + "/page/1"
+				c.OnResponse(func(r *colly.Response) {
+					if r.Request.URL.String() != first {
+						return
+					}
+					for i := range adds {
+						err := q.AddURL(srv.HostURL("a.test") + "/page/2")
+						if i > 0 {
+							assert.ErrorIs(t, err, frontier.ErrSeen)
+						} else {
+							assert.NoError(t, err)
+						}
+					}
+				})
+				require.NoError(t, q.AddURL(first))
+				require.Zero(t, q.Progress().Added, "queued before the crawl began")
+				require.NoError(t, q.Run(c))
+				p := q.Progress()
+				assert.Equal(t, 2, p.Done)
+				assert.Positive(t, p.Added, "a page found once the crawl began")
+				added[adds] = p.Added
+			})
+		}
+		assert.Equal(t, added[1], added[2], "file %v: the repeat is not counted", file)
 	}
 }

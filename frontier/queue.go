@@ -116,7 +116,7 @@ type Queue struct {
 	done    int                 // guarded by mu: requests ended without an error
 	failed  int                 // guarded by mu: requests ended with one
 	meter   meter               // guarded by mu: requests ended, for the rate
-	added   meter               // guarded by mu: requests added
+	added   meter               // guarded by mu: requests added since the first hand-out
 	err     error               // guarded by mu: the file failed; the queue is unusable
 	refills []refill            // guarded by mu: scopes of a file whose window is to be read
 	seen    map[uint64]struct{} // guarded by mu: without a file, a hash of every request added
@@ -485,7 +485,7 @@ func (q *Queue) addInMemory(a *op) error {
 	s := q.sub(a.scope)
 	s.items = append(s.items, a.mem)
 	q.size++
-	q.added.add(time.Now())
+	q.noteAdded(time.Now())
 	q.schedule(s)
 	q.nudge()
 	return nil
@@ -594,9 +594,9 @@ type fleetView struct {
 	c     SharedCounts
 	at    time.Time // when c was read (zero: never)
 	ended int64     // done and failed, at the last read
-	total int64     // queued, leased, done and failed, at the last read
+	most  int64     // the highest count of requests ever added read
 	meter meter     // the fleet's ends
-	added meter     // the fleet's adds: the growth of its total
+	added meter     // the fleet's adds: the growth of most
 	// each scope's ends at the last read, and their meters
 	scopes map[string]*fleetScope
 }
@@ -631,16 +631,15 @@ func (q *Queue) pollShared() error {
 		f.scopes = map[string]*fleetScope{}
 	}
 	ended := c.Done + c.Failed
-	total := int64(c.Queued+c.Leased) + ended
 	if !f.at.IsZero() && ended > f.ended {
 		f.meter.addN(now, float64(ended-f.ended))
 	}
-	if !f.at.IsZero() && total > f.total {
-		f.added.addN(now, float64(total-f.total))
+	if !f.at.IsZero() && c.Added > f.most {
+		f.added.addN(now, float64(c.Added-f.most))
 	}
 	f.meter.begin(now)
 	f.added.begin(now)
-	f.c, f.ended, f.total = c, ended, total
+	f.c, f.ended, f.most = c, ended, max(f.most, c.Added)
 	if !raced {
 		f.at = asked
 	}
@@ -729,7 +728,7 @@ func (q *Queue) applied(round []*op) {
 			s.disk++
 		}
 		q.size++
-		q.added.add(now)
+		q.noteAdded(now)
 		q.schedule(s)
 	}
 	q.nudge()
@@ -1215,11 +1214,21 @@ func (q *Queue) next(now time.Time) (job, time.Time, bool) {
 	return job{}, time.Time{}, false
 }
 
+// noteAdded counts a request added at now, once the crawl has begun (its
+// first hand-out): what was queued before it is the crawl's start, not
+// what the crawl found. Called with mu held.
+func (q *Queue) noteAdded(now time.Time) {
+	if !q.added.start.IsZero() {
+		q.added.add(now)
+	}
+}
+
 // handOut takes the head of s for a thread, it decoded. Called with mu
 // held.
 func (q *Queue) handOut(s *sub, it item, cl hook.Reservation, probe bool, now time.Time) job {
 	s.meter.begin(now)
 	q.meter.begin(now)
+	q.added.begin(now)
 	s.items[0] = item{}
 	s.items = s.items[1:]
 	if len(s.items) == 0 {

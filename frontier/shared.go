@@ -116,6 +116,11 @@ type SharedCounts struct {
 	// expired and which were queued again (each may have been fetched
 	// once already).
 	Done, Failed, Returned int64
+	// Added counts the requests ever added (the set of those seen), for
+	// the fleet's rate of adds (Progress.Added); 0 when the Shared keeps
+	// no such count. A queue built again after a loss counts again what
+	// it holds: the rate counts growth past the highest count read.
+	Added int64
 	// Ended are keys of the asking owner's requests that ended since its
 	// last call (some, not all, if many did); Held is how long takes are
 	// still held after a lost queue was started again.

@@ -414,8 +414,8 @@ func countsOf(v any) (c frontier.SharedCounts, next string, pending int, err err
 		return frontier.SharedCounts{}, "", 0, fmt.Errorf("%w: counts: %s", ErrReply, what)
 	}
 	a, ok := v.([]any)
-	if !ok || len(a) != 9 {
-		return bad("not nine parts")
+	if !ok || len(a) != 10 {
+		return bad("not ten parts")
 	}
 	per, ok := a[0].([]any)
 	if !ok || len(per)%3 != 0 {
@@ -471,6 +471,11 @@ func countsOf(v any) (c frontier.SharedCounts, next string, pending int, err err
 	if !ok || n < 0 {
 		return bad("the scopes queued")
 	}
+	added, ok := a[9].(int64)
+	if !ok || added < 0 {
+		return bad("the requests added")
+	}
+	c.Added = added
 	return c, next, int(min(n, 1<<40)), nil
 }
 

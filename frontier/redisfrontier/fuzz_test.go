@@ -14,9 +14,10 @@ func FuzzReplies(f *testing.F) {
 	f.Add([]byte{0, 1, 0, 0, 0, 0, 0, 0, 0, 2})
 	f.Add([]byte{3, 1 << 3, 's', 1 << 3, '2', 1 << 3, '3', 4, 1 << 3, '1', 1 << 3, '0', 1 << 3, '0', 0, 1, 0, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte{1 << 4, 'r', 'e', 2})
-	// a counts reply of nine parts: a page of one scope, the totals, the
-	// leased, no ends, no hold, the scan through, one scope queued
-	f.Add([]byte{3, 11, 's', 11, '2', 11, '3', 4, 11, '1', 11, '0', 11, '0', 0, 1, 0, 0, 0, 0, 0, 0, 0, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 11, '0', 0, 1, 0, 0, 0, 0, 0, 0, 0})
+	// a counts reply of ten parts: a page of one scope, the totals, the
+	// leased, no ends, no hold, the scan through, one scope queued, five
+	// requests ever added
+	f.Add([]byte{3, 11, 's', 11, '2', 11, '3', 4, 11, '1', 11, '0', 11, '0', 0, 1, 0, 0, 0, 0, 0, 0, 0, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 11, '0', 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		v := redistest.Values(b)
 		for _, reply := range []any{v, b} { // a list, and not one
@@ -42,7 +43,7 @@ func FuzzReplies(f *testing.F) {
 				t.Fatalf("counts: %v", err)
 			}
 			if err == nil {
-				if c.Queued < 0 || c.Leased < 0 || c.Done < 0 || c.Failed < 0 || c.Returned < 0 || c.Held < 0 || pending < 0 {
+				if c.Queued < 0 || c.Leased < 0 || c.Done < 0 || c.Failed < 0 || c.Returned < 0 || c.Held < 0 || c.Added < 0 || pending < 0 {
 					t.Fatalf("counts: %+v, %d scopes queued", c, pending)
 				}
 				if next == "" || strings.Trim(next, "0123456789") != "" {

@@ -201,7 +201,8 @@ return 1
 // done,
 // failed, returned, leased, the owner's ends read (keys, then forgotten),
 // how long takes are still held (ms), the scan's next cursor ('0': the
-// scan is through), how many scopes have requests queued. The scopes are
+// scan is through), how many scopes have requests queued, how many
+// requests were ever added (the set seen). The scopes are
 // read a page at a time (HSCAN), so that a call costs the same whatever
 // the queue holds: a scope present for a whole scan is read at least once
 // in it.
@@ -229,7 +230,7 @@ if n > 0 then
   got = redis.call('LRANGE', ends, 0, n - 1)
   if #got > 0 then redis.call('LTRIM', ends, #got, -1) end
 end
-return {out, st[1] or '0', st[2] or '0', st[3] or '0', redis.call('ZCARD', KEYS[6]), got, held(), sc[1], redis.call('HLEN', KEYS[3])}
+return {out, st[1] or '0', st[2] or '0', st[3] or '0', redis.call('ZCARD', KEYS[6]), got, held(), sc[1], redis.call('HLEN', KEYS[3]), redis.call('SCARD', KEYS[2])}
 `)
 
 // restoreScript builds a lost queue again from one piece of a process's
