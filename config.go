@@ -125,10 +125,14 @@ type Config struct {
 	// several collectors do not return in one instant. 0 means 10 % of the
 	// pause, at most 1 s; negative means none.
 	Jitter time.Duration
-	// OverloadHold is how long increases stay off after an overload (503,
-	// 502, 504, transport failure), counted from the end of the pause it
-	// caused: a 200 from a struggling origin is no proof of headroom. 0
-	// means 10 s.
+	// OverloadHold is how long increases stay off at most after an
+	// overload (503, 502, 504, transport failure), counted from the end of
+	// the pause it caused: a 200 from a struggling origin is no proof of
+	// headroom. The hold ends sooner when the sends made after the pause
+	// (at least 4, over a round) all succeed, mostly held back by the
+	// pacer, within 1.2 times the round trip measured before the hold:
+	// the origin does not struggle (a concurrency cap or a limiter
+	// answered). 0 means 10 s.
 	OverloadHold time.Duration
 
 	// BreakerThreshold is how many throttles or overloads in a row, with no

@@ -230,7 +230,8 @@ func (c *core) signal(now time.Duration, t stamp, o *outcome, sig law.Signal, st
 	r.decreased, r.cut, r.refused = v.Decreased, v.Cut, sig == law.Refused
 	if sig == law.Overloaded {
 		// increases stay held for OverloadHold after the pause ends
-		c.law.Hold(max(now, c.gate.pausedUntil) + st.OverloadHold)
+		from := max(now, c.gate.pausedUntil)
+		c.law.Hold(from, from+st.OverloadHold)
 	}
 }
 

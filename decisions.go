@@ -220,7 +220,13 @@ func (t *observed) lines(out []logLine, now time.Duration, q *cause) []logLine {
 	if a.held > b.held && a.held > now {
 		out = append(out, logLine{level: info, event: "hold", cause: q.class.String(), at: now, until: a.held, hasUntil: true})
 	} else if a.held < b.held && b.held > now {
-		out = append(out, logLine{level: info, event: "hold-lifted", cause: "resumed", at: now})
+		cause := "resumed"
+		if a.breaker == b.breaker && q.op == opRecord && q.class == classify.Success {
+			// the law's test of the hold: a cohort sent after the
+			// overload's pause answered at the unloaded round trip
+			cause = "clean-cohort"
+		}
+		out = append(out, logLine{level: info, event: "hold-lifted", cause: cause, at: now})
 	}
 	out = t.search(out, now, q)
 	if a.ceiling != b.ceiling {

@@ -113,6 +113,7 @@ type Stamp struct {
 	InUse    bool    // the concurrency limit was in use when it was sent
 	Paced    bool    // a pacer held it back
 	Round    uint32  // the round it was counted in
+	Cohort   uint32  // the hold's test it belongs to (0: none)
 }
 
 // Verdict is what the law made of one answer.
@@ -177,6 +178,10 @@ type Law struct {
 	lastPause  time.Duration
 	roundStart time.Duration
 	holdUntil  time.Duration
+	holdFrom   time.Duration // when the hold's test may begin: the end of the pause that came with it
+	// the hold's test (Hold): the sends of its cohort, from holdFrom on,
+	// their answers, and the state it began in
+	hold holdTest
 	// the in-flight count a burst's overload answered (0: none), and until
 	// when the limit stays under it: a probe of the concurrency costs a
 	// pause as one of the rate does, and waits as long
@@ -338,7 +343,8 @@ func (l *Law) Sent(now time.Duration, rate float64, inflight int, inUse, paced b
 			l.roundPaced++
 		}
 	}
-	return Stamp{Sent: now, Rate: rate, Epoch: l.epoch, CEpoch: l.cepoch, InFlight: int32(inflight), InUse: inUse, Paced: paced, Round: l.roundSeq}
+	return Stamp{Sent: now, Rate: rate, Epoch: l.epoch, CEpoch: l.cepoch, InFlight: int32(inflight), InUse: inUse, Paced: paced, Round: l.roundSeq,
+		Cohort: l.cohortSend(now, paced)}
 }
 
 // Deferred: the send st stamps waits elsewhere before it goes (a fleet's
@@ -348,6 +354,13 @@ func (l *Law) Sent(now time.Duration, rate float64, inflight int, inUse, paced b
 // sends the rate did not hold back, and slow start would not double.
 func (l *Law) Deferred(st Stamp) {
 	l.fleet = true
+	if h := &l.hold; st.Cohort != 0 && st.Cohort == h.gen && h.sent > 0 {
+		// counted again when it goes (Went)
+		h.sent--
+		if st.Paced && h.paced > 0 {
+			h.paced--
+		}
+	}
 	if st.Round != l.roundSeq || l.roundSends == 0 {
 		return // its round has been judged already
 	}
@@ -370,6 +383,7 @@ func (l *Law) Went(st *Stamp, now time.Duration, rate float64, paced bool) {
 		}
 	}
 	st.Sent, st.Rate, st.Epoch, st.CEpoch, st.Paced, st.Round = now, rate, l.epoch, l.cepoch, paced, l.roundSeq
+	st.Cohort = l.cohortSend(now, paced)
 }
 
 // RoundTrip folds the round trip of one answer (to its response headers)
@@ -634,6 +648,7 @@ func (l *Law) Rising(t Stamp) bool {
 // Observe feeds the law the answer to ticket t, of signal s, at now.
 func (l *Law) Observe(now time.Duration, t Stamp, s Signal) Verdict {
 	v := Verdict{Fresh: l.Fresh(t, s)}
+	l.cohortAnswer(now, t, s == Success, l.lastRTT)
 	switch s {
 	case Throttled:
 		v.Cut = l.onThrottle(now, t.Epoch, t.Rate)
@@ -684,12 +699,105 @@ func (l *Law) Observe(now time.Duration, t Stamp, s Signal) Verdict {
 	return v
 }
 
-// Hold holds every increase until until (a 200 from a struggling origin is
-// no proof of headroom). A later hold wins.
-func (l *Law) Hold(until time.Duration) {
+// Hold holds every increase from from until until: an overload (503) may
+// come from an origin that struggles, and a 200 from a struggling origin
+// is no proof of headroom. That is a hypothesis, and the answers test it.
+// The cohort is the sends made from from on (the end of the overload's
+// pause), at least holdCohort of them over at least a round's length. Once every one is answered, the hold ends if they were
+// all successes, sent busy (the pacer held at least half back: the scope
+// at its level, not under it), with no decrease anywhere since, and their
+// mean round trip, plus its noise, is within latencyHigh of the unloaded
+// round trip measured before the hold: the origin does not struggle at
+// this level (a concurrency cap or a limiter answered). Increases resume
+// from the next round. Any other verdict keeps the hold and tests the
+// next cohort; an origin that struggles answers slower or fails again,
+// and stays held until until. A later hold wins.
+func (l *Law) Hold(from, until time.Duration) {
 	if until > l.holdUntil {
-		l.holdUntil = until
+		l.holdFrom, l.holdUntil = from, until
+		l.hold = holdTest{gen: l.hold.gen, base: float32(l.MinRTT().Seconds())}
 	}
+}
+
+// holdCohort is the least cohort a hold's test judges: the noise of a
+// mean of fewer round trips says nothing (judgeLatency's least too).
+const holdCohort = 4
+
+// holdTest is the test of a hold's hypothesis (Hold).
+type holdTest struct {
+	gen            uint32        // numbers the cohorts: a stamp's Cohort
+	start          time.Duration // its first send
+	begun, closed  bool
+	epoch, cepoch  uint32  // the decreases when it began
+	base           float32 // the unloaded round trip when the hold began, seconds
+	sent, paced    uint16
+	answered, good uint16  // good: successes with a round trip
+	sum, sq        float64 // the successes' round trips, seconds
+}
+
+// over: the cohort has its least size and has lasted a round (of length
+// d) at now; no send joins it after.
+func (h *holdTest) over(now, d time.Duration) bool {
+	return h.sent >= holdCohort && now-h.start >= d
+}
+
+// cohortSend counts a send at now in the hold's cohort if it belongs to
+// one, and returns the cohort's number (0: none).
+func (l *Law) cohortSend(now time.Duration, paced bool) uint32 {
+	h := &l.hold
+	if now >= l.holdUntil || now < l.holdFrom || h.base <= 0 {
+		return 0
+	}
+	if !h.begun {
+		h.gen++
+		if h.gen == 0 {
+			h.gen = 1
+		}
+		gen, base := h.gen, h.base
+		*h = holdTest{gen: gen, base: base, begun: true, start: now, epoch: l.epoch, cepoch: l.cepoch}
+	}
+	if h.closed || h.over(now, l.roundLen()) || h.sent == math.MaxUint16 {
+		h.closed = true
+		return 0
+	}
+	h.sent++
+	if paced {
+		h.paced++
+	}
+	return h.gen
+}
+
+// cohortAnswer counts the answer to t (ok: a success whose round trip,
+// seconds, is rtt) and judges the cohort once all of it is answered.
+func (l *Law) cohortAnswer(now time.Duration, t Stamp, ok bool, rtt float32) {
+	h := &l.hold
+	if t.Cohort == 0 || t.Cohort != h.gen || !h.begun {
+		return
+	}
+	h.answered++
+	if ok && rtt > 0 {
+		h.good++
+		h.sum += float64(rtt)
+		h.sq += float64(rtt) * float64(rtt)
+	}
+	l.judgeHold(now)
+}
+
+// judgeHold ends the hold if its cohort, closed and all answered, says
+// the origin does not struggle, and begins the next cohort if it does not.
+func (l *Law) judgeHold(now time.Duration) {
+	h := &l.hold
+	if !h.begun || !(h.closed || h.over(now, l.roundLen())) || h.answered < h.sent {
+		return
+	}
+	mean, se := meanSE(h.sum, h.sq, h.good)
+	// (a throttle or an overload of the cohort's is a decrease since)
+	if h.good == h.sent && 2*h.paced >= h.sent && h.epoch == l.epoch && h.cepoch == l.cepoch &&
+		mean+noise*se <= latencyHigh*float64(h.base) {
+		l.holdUntil = 0
+	}
+	gen, base := h.gen, h.base
+	*h = holdTest{gen: gen, base: base} // the next cohort, from the next send
 }
 
 // HeldUntil is when the hold on increases ends (0: none).
@@ -824,6 +932,8 @@ func (l *Law) endRound(now time.Duration) {
 	clean, busy := !l.roundBad && l.roundEpoch == l.epoch, l.roundSends > 0 && 2*l.roundPaced >= l.roundSends
 	l.newRound(now)
 	l.judgeLatency(now)
+	// a cohort all answered before its round's length was over is judged now
+	l.judgeHold(now)
 	if !clean || now < l.holdUntil {
 		return
 	}

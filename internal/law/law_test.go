@@ -68,7 +68,7 @@ func play(t *testing.T, c law.Config, evs []ev) {
 		case "ceil":
 			l.SetCeiling(e.rate)
 		case "hold":
-			l.Hold(e.at + e.d)
+			l.Hold(e.at, e.at+e.d)
 		case "pause":
 			l.Paused(e.at, e.at+e.d, e.d)
 		case "rtt":
@@ -479,6 +479,181 @@ func TestOverload(t *testing.T) {
 			{at: 11*sec + 10*ms, do: "ok", id: 3, wantLimit: 3 + 1.0/3},
 		})
 	})
+	// held is a law at a 100-ms unloaded round trip sending at 40/s, just
+	// overloaded at 4 in flight (a cut the rate explains: no burst cap on
+	// the limit) with 10 answers to earlier sends still to come, held for
+	// 10 s from the end of a pause of pause (none: 0); at is the pause's
+	// end. round sends n requests over a second (paced: the pacer held
+	// them back), each answered at once with round trip d (429 for the
+	// fail-th, counted from 1; 0: none).
+	held := func(c law.Config, pause time.Duration) *heldLaw {
+		h := &heldLaw{l: new(law.Law)}
+		h.l.Init(&c, 0)
+		h.round(100*ms, 40, true, 0)
+		h.round(100*ms, 40, true, 0)
+		for range 10 {
+			h.tails = append(h.tails, h.l.Sent(h.at, 40, 4, true, false))
+		}
+		tk := h.l.Sent(h.at, 40, 4, true, false)
+		h.at += 10 * ms
+		if pause > 0 {
+			h.l.Paused(h.at, h.at+pause, pause) // the pause first, as the caller does
+		}
+		h.l.Observe(h.at, tk, law.Overloaded)
+		h.cut = h.l.Limit()
+		h.l.Hold(h.at+pause, h.at+pause+10*sec)
+		h.until = h.at + pause + 10*sec
+		return h
+	}
+	tailsIn := func(h *heldLaw, d time.Duration) {
+		for _, tk := range h.tails { // the answers to sends before the overload
+			h.at += 20 * ms
+			h.answer(d, tk)
+		}
+	}
+	// afterPause: held, the tails answered in the pause, the clock at its end
+	afterPause := func() *heldLaw {
+		h := held(cfg, sec)
+		tailsIn(h, 100*ms)
+		h.at = h.until - 10*sec
+		return h
+	}
+	t.Run("a hold ends with a cohort sent after the pause at the unloaded round trip", func(t *testing.T) {
+		h := held(cfg, sec)
+		tailsIn(h, 100*ms)
+		h.at = h.until - 10*sec // the pause's end
+		h.round(100*ms, 3, true, 0)
+		assert.NotZero(t, h.l.HeldUntil(), "3 answers are no cohort yet")
+		assert.Equal(t, h.cut, h.l.Limit(), "no increase under the hold")
+		h.round(100*ms, 40, true, 0)
+		assert.Zero(t, h.l.HeldUntil(), "the origin answered at its unloaded round trip: it does not struggle")
+		before := h.l.Limit()
+		h.round(100*ms, 40, true, 0)
+		assert.Greater(t, h.l.Limit(), before, "increases resume after the hold")
+	})
+	t.Run("a cohort the pacer did not hold back is no test", func(t *testing.T) {
+		h := afterPause()
+		h.round(100*ms, 40, false, 0)
+		h.round(100*ms, 40, false, 0)
+		assert.NotZero(t, h.l.HeldUntil(), "a scope under its allowance says nothing of the origin at its level")
+	})
+	t.Run("a cohort with a throttle keeps the hold, the next is tested", func(t *testing.T) {
+		h := afterPause()
+		h.round(100*ms, 4, true, 2)
+		h.round(100*ms, 1, true, 0) // the round has ended: the cohort is closed and judged
+		assert.NotZero(t, h.l.HeldUntil(), "a cohort with a failure passes no test")
+		h.round(100*ms, 40, true, 0)
+		assert.Zero(t, h.l.HeldUntil(), "the next cohort, at the new rate, answered at the unloaded round trip")
+	})
+	t.Run("answers to sends before the overload are no evidence", func(t *testing.T) {
+		// a 503 without Retry-After pauses nothing: the hold's test
+		// begins at once, while the earlier sends' answers come in fast
+		h := held(cfg, 0)
+		tailsIn(h, 100*ms)
+		for h.at < h.until-sec {
+			h.round(300*ms, 3, true, 0)
+			require.NotZero(t, h.l.HeldUntil(), "at %v: the cohort answered three times slower than unloaded", h.at)
+		}
+	})
+	t.Run("sends inside the pause are no cohort", func(t *testing.T) {
+		h := held(cfg, sec)
+		tailsIn(h, 100*ms)
+		h.at = h.until - 10*sec - 900*ms // inside the pause (a fleet's deferred send may go)
+		h.round(100*ms, 4, true, 0)
+		h.at = h.until - 10*sec
+		for h.at < h.until-sec {
+			h.round(300*ms, 40, true, 0)
+			require.NotZero(t, h.l.HeldUntil(), "at %v: the cohort sent after the pause answered three times slower than unloaded", h.at)
+		}
+	})
+	t.Run("a cohort is judged when all of it is answered", func(t *testing.T) {
+		h := afterPause()
+		var late []law.Stamp
+		for i := range 8 {
+			tk := h.send()
+			h.at += 100 * ms
+			if i%2 == 0 {
+				late = append(late, tk) // still in flight
+				continue
+			}
+			h.answer(100*ms, tk)
+		}
+		h.at += sec
+		h.round(100*ms, 3, true, 0) // the cohort's round ends, and it is closed
+		assert.NotZero(t, h.l.HeldUntil(), "half the cohort is in flight")
+		h.answer(100*ms, late...)
+		assert.Zero(t, h.l.HeldUntil(), "the whole cohort answered at the unloaded round trip")
+	})
+	t.Run("a decrease while the cohort is out keeps the hold", func(t *testing.T) {
+		h := afterPause()
+		var late []law.Stamp
+		for range 4 {
+			late = append(late, h.send())
+			h.at += 300 * ms
+		}
+		h.round(100*ms, 2, true, 1) // after the cohort: a throttle, a decrease
+		h.answer(100*ms, late...)
+		assert.NotZero(t, h.l.HeldUntil(), "the cohort's answers were good, but the scope decreased since it began")
+	})
+	t.Run("a cohort closes: a steady flow is judged", func(t *testing.T) {
+		// four in flight at all times: a cohort that took every send
+		// would never be all answered
+		h := afterPause()
+		var inflight []law.Stamp
+		for range 120 {
+			inflight = append(inflight, h.send())
+			h.at += 25 * ms
+			if len(inflight) > 4 {
+				h.answer(100*ms, inflight[0])
+				inflight = inflight[1:]
+			}
+		}
+		assert.Zero(t, h.l.HeldUntil(), "3 s of answers at the unloaded round trip")
+	})
+	t.Run("a cohort lasts a round: answered early, it is judged when the round is over", func(t *testing.T) {
+		h := held(cfg, sec)
+		h.at = h.until - 10*sec
+		for range 6 {
+			tk := h.send()
+			h.at += 10 * ms
+			h.answer(100*ms, tk)
+		}
+		assert.NotZero(t, h.l.HeldUntil(), "a round has not passed: more may join the cohort")
+		h.at += sec
+		tailsIn(h, 100*ms) // the round ends at an answer
+		assert.Zero(t, h.l.HeldUntil())
+	})
+	t.Run("a cohort whose round trips spread wide is no proof", func(t *testing.T) {
+		h := afterPause()
+		for h.at < h.until-sec {
+			for i := range 40 { // a mean of 110 ms, under 1.2 times 100, but noisy
+				tk := h.send()
+				h.at += 25 * ms
+				h.answer([]time.Duration{20 * ms, 200 * ms}[i%2], tk)
+			}
+			require.NotZero(t, h.l.HeldUntil(), "at %v", h.at)
+		}
+	})
+	t.Run("answers without a round trip are no test", func(t *testing.T) {
+		h := afterPause()
+		h.round(0, 40, true, 0)
+		h.round(0, 40, true, 0)
+		assert.NotZero(t, h.l.HeldUntil())
+	})
+	t.Run("a hold stays while the round trip is high", func(t *testing.T) {
+		for _, c := range []law.Config{cfg, {InitialRate: 2, MinRate: 0.05, StartConcurrency: 1, MinConcurrency: 1, MaxConcurrency: 1}} {
+			for _, n := range []int{3, 40} { // under a round's queue test, and over it
+				h := held(c, sec)
+				tailsIn(h, 100*ms)
+				h.at = h.until - 10*sec
+				for h.at < h.until-sec {
+					h.round(300*ms, n, true, 0)
+					require.NotZero(t, h.l.HeldUntil(), "limit at most %d, %d a round, at %v: an origin three times slower than unloaded may be struggling", c.MaxConcurrency, n, h.at)
+					require.LessOrEqual(t, h.l.Limit(), h.cut, "no increase under the hold")
+				}
+			}
+		}
+	})
 	t.Run("never under the minimum", func(t *testing.T) {
 		play(t, cfg, []ev{
 			{do: "send", id: 1, rate: 2, inflight: 1},
@@ -499,7 +674,7 @@ func TestPauseAndResume(t *testing.T) {
 		var l law.Law
 		c := cfg
 		l.Init(&c, 0)
-		l.Hold(time.Hour)
+		l.Hold(0, time.Hour)
 		require.Equal(t, time.Hour, l.HeldUntil())
 		l.Resumed(sec)
 		assert.Zero(t, l.HeldUntil())
@@ -1078,4 +1253,39 @@ func TestAdoptedSearchKeepsItsTop(t *testing.T) {
 	}
 	assert.Equal(t, law.Steady, b.Phase(), "the drop was misread: the estimate returns")
 	assert.InDelta(t, top, b.Estimate(), 1e-9)
+}
+
+// heldLaw is a law under a hold (TestOverload): at is its clock.
+type heldLaw struct {
+	l         *law.Law
+	at, until time.Duration
+	cut       float64
+	tails     []law.Stamp
+}
+
+// send sends one request at 40/s, the pacer holding it back.
+func (h *heldLaw) send() law.Stamp { return h.l.Sent(h.at, 40, int(h.l.Limit()), true, true) }
+
+// answer answers tks, successes with round trip d, at h.at.
+func (h *heldLaw) answer(d time.Duration, tks ...law.Stamp) {
+	for _, tk := range tks {
+		h.l.RoundTrip(d)
+		h.l.Observe(h.at, tk, law.Success)
+	}
+}
+
+// round sends n requests over a second at 40/s (paced: the pacer held
+// them back), each answered at once with round trip d; the fail-th
+// (from 1) is throttled (0: none).
+func (h *heldLaw) round(d time.Duration, n int, paced bool, fail int) {
+	for i := range n {
+		tk := h.l.Sent(h.at, 40, int(h.l.Limit()), true, paced)
+		h.at += sec / time.Duration(max(n-1, 1))
+		h.l.RoundTrip(d)
+		sig := law.Success
+		if i+1 == fail {
+			sig = law.Throttled
+		}
+		h.l.Observe(h.at, tk, sig)
+	}
 }
