@@ -119,6 +119,7 @@ func (c *core) unpark(now time.Duration) {
 // let the sends that waited with it go at once, above the rate.
 func (c *core) untake(t stamp, now time.Duration) {
 	c.inflight--
+	c.law.Dropped(now, t.Stamp, false)
 	if now-t.Sent < sat.Interval(c.pace.rate()) {
 		c.pace.b.Untake()
 	}
@@ -196,11 +197,18 @@ func (c *core) record(now time.Duration, t stamp, o *outcome, st *settings) reac
 		fresh := c.law.Fresh(t.Stamp, law.Throttled)
 		if c.gate.blocked(now, fresh, c.rule.BlockThreshold, c.rule.ParkFor, &r) {
 			r.parked, r.reason, r.until = true, pauseBlocked, c.gate.parkedUntil
+			c.law.Dropped(now, t.Stamp, true)
 		} else if fresh && (c.law.Rising(t.Stamp) || c.gate.blockRow == 1 && c.counts[classify.Success] > 0) {
 			th := *o
 			th.class = classify.Throttled
 			c.signal(now, t, &th, law.Throttled, st, &r)
+		} else {
+			c.law.Dropped(now, t.Stamp, true)
 		}
+	default:
+		// a neutral answer (a 404, a DNS failure) or a canceled request
+		// says nothing of the origin's load
+		c.law.Dropped(now, t.Stamp, false)
 	}
 	// nothing is sent during a pause, and the first send after it goes at
 	// its end, with no burst of saved sends
@@ -229,7 +237,8 @@ func (c *core) signal(now time.Duration, t stamp, o *outcome, sig law.Signal, st
 	v := c.law.Observe(now, t.Stamp, sig)
 	r.decreased, r.cut, r.refused = v.Decreased, v.Cut, sig == law.Refused
 	if sig == law.Overloaded {
-		// increases stay held for OverloadHold after the pause ends
+		// increases stay held for OverloadHold at most after the pause
+		// ends (the law's test of the hold may end it sooner)
 		from := max(now, c.gate.pausedUntil)
 		c.law.Hold(from, from+st.OverloadHold)
 	}

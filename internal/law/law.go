@@ -648,7 +648,6 @@ func (l *Law) Rising(t Stamp) bool {
 // Observe feeds the law the answer to ticket t, of signal s, at now.
 func (l *Law) Observe(now time.Duration, t Stamp, s Signal) Verdict {
 	v := Verdict{Fresh: l.Fresh(t, s)}
-	l.cohortAnswer(now, t, s == Success, l.lastRTT)
 	switch s {
 	case Throttled:
 		v.Cut = l.onThrottle(now, t.Epoch, t.Rate)
@@ -696,6 +695,10 @@ func (l *Law) Observe(now time.Duration, t Stamp, s Signal) Verdict {
 	default:
 		l.onSuccess(now, t)
 	}
+	// the hold's test counts the answer once it is applied: a success
+	// that ends the hold increases nothing itself, and a decrease it
+	// made fails the test
+	l.cohortAnswer(now, t, s == Success, l.lastRTT)
 	return v
 }
 
@@ -714,8 +717,15 @@ func (l *Law) Observe(now time.Duration, t Stamp, s Signal) Verdict {
 // and stays held until until. A later hold wins.
 func (l *Law) Hold(from, until time.Duration) {
 	if until > l.holdUntil {
+		base := float32(l.MinRTT().Seconds())
+		if l.holdUntil > from && l.hold.base > 0 && !(base > 0 && base < l.hold.base) {
+			// a hold still in force: its baseline stands (a queue test
+			// during it may have measured the unloaded round trip again
+			// at a struggling origin's level)
+			base = l.hold.base
+		}
 		l.holdFrom, l.holdUntil = from, until
-		l.hold = holdTest{gen: l.hold.gen, base: float32(l.MinRTT().Seconds())}
+		l.hold = holdTest{gen: l.hold.gen, base: base}
 	}
 }
 
@@ -783,6 +793,30 @@ func (l *Law) cohortAnswer(now time.Duration, t Stamp, ok bool, rtt float32) {
 	l.judgeHold(now)
 }
 
+// Dropped: the send t stamps got no answer that speaks of the origin's
+// load (it was not made after all, it was canceled, or it was answered
+// neutrally: a 404, a DNS failure) and the law is told of no signal for
+// it. With failed, the answer was no success either (a block not taken
+// for a throttle). The hold's cohort is judged without it, or fails: a
+// cohort waiting for an answer that never comes would hold its test, and
+// every later one, for the rest of the hold.
+func (l *Law) Dropped(now time.Duration, t Stamp, failed bool) {
+	h := &l.hold
+	if t.Cohort == 0 || t.Cohort != h.gen || !h.begun {
+		return
+	}
+	switch {
+	case failed:
+		h.answered++
+	case h.sent > 0:
+		h.sent--
+		if t.Paced && h.paced > 0 {
+			h.paced--
+		}
+	}
+	l.judgeHold(now)
+}
+
 // judgeHold ends the hold if its cohort, closed and all answered, says
 // the origin does not struggle, and begins the next cohort if it does not.
 func (l *Law) judgeHold(now time.Duration) {
@@ -792,7 +826,7 @@ func (l *Law) judgeHold(now time.Duration) {
 	}
 	mean, se := meanSE(h.sum, h.sq, h.good)
 	// (a throttle or an overload of the cohort's is a decrease since)
-	if h.good == h.sent && 2*h.paced >= h.sent && h.epoch == l.epoch && h.cepoch == l.cepoch &&
+	if h.sent >= holdCohort && h.good == h.sent && 2*h.paced >= h.sent && h.epoch == l.epoch && h.cepoch == l.cepoch &&
 		mean+noise*se <= latencyHigh*float64(h.base) {
 		l.holdUntil = 0
 	}

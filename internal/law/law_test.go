@@ -539,8 +539,7 @@ func TestOverload(t *testing.T) {
 	})
 	t.Run("a cohort with a throttle keeps the hold, the next is tested", func(t *testing.T) {
 		h := afterPause()
-		h.round(100*ms, 4, true, 2)
-		h.round(100*ms, 1, true, 0) // the round has ended: the cohort is closed and judged
+		h.round(100*ms, 4, true, 2) // a round's length: the cohort is judged at its last answer
 		assert.NotZero(t, h.l.HeldUntil(), "a cohort with a failure passes no test")
 		h.round(100*ms, 40, true, 0)
 		assert.Zero(t, h.l.HeldUntil(), "the next cohort, at the new rate, answered at the unloaded round trip")
@@ -549,17 +548,27 @@ func TestOverload(t *testing.T) {
 		// a 503 without Retry-After pauses nothing: the hold's test
 		// begins at once, while the earlier sends' answers come in fast
 		h := held(cfg, 0)
-		tailsIn(h, 100*ms)
+		var cohort []law.Stamp
+		for range 6 {
+			cohort = append(cohort, h.send())
+			h.at += 200 * ms
+		}
+		tailsIn(h, 100*ms) // the earlier sends answer fast while the cohort is out
+		h.answer(300*ms, cohort...)
 		for h.at < h.until-sec {
 			h.round(300*ms, 3, true, 0)
 			require.NotZero(t, h.l.HeldUntil(), "at %v: the cohort answered three times slower than unloaded", h.at)
 		}
 	})
 	t.Run("sends inside the pause are no cohort", func(t *testing.T) {
-		h := held(cfg, sec)
+		h := held(cfg, 3*sec)
 		tailsIn(h, 100*ms)
-		h.at = h.until - 10*sec - 900*ms // inside the pause (a fleet's deferred send may go)
-		h.round(100*ms, 4, true, 0)
+		h.at = h.until - 10*sec - 2500*ms // inside the pause (a fleet's deferred send may go)
+		for range 5 {                     // as many as a cohort, over more than a round
+			tk := h.send()
+			h.at += 400 * ms
+			h.answer(100*ms, tk)
+		}
 		h.at = h.until - 10*sec
 		for h.at < h.until-sec {
 			h.round(300*ms, 40, true, 0)
@@ -594,6 +603,137 @@ func TestOverload(t *testing.T) {
 		h.round(100*ms, 2, true, 1) // after the cohort: a throttle, a decrease
 		h.answer(100*ms, late...)
 		assert.NotZero(t, h.l.HeldUntil(), "the cohort's answers were good, but the scope decreased since it began")
+	})
+	t.Run("a cohort's late answers are judged too", func(t *testing.T) {
+		h := afterPause()
+		var late []law.Stamp
+		for i := range 8 {
+			tk := h.send()
+			h.at += 100 * ms
+			if i%2 == 0 {
+				late = append(late, tk)
+				continue
+			}
+			h.answer(100*ms, tk)
+		}
+		h.at += sec
+		h.answer(400*ms, late...)
+		h.round(100*ms, 3, true, 0)
+		assert.NotZero(t, h.l.HeldUntil(), "half the cohort answered in 400 ms, four times the unloaded round trip")
+	})
+	t.Run("a hold armed again keeps the baseline of the one in force", func(t *testing.T) {
+		for _, c := range []law.Config{cfg, {InitialRate: 2, MinRate: 0.05, StartConcurrency: 1, MinConcurrency: 1, MaxConcurrency: 1}} {
+			h := held(c, sec)
+			tailsIn(h, 100*ms)
+			h.at = h.until - 10*sec
+			for range 4 { // a struggling origin: its queue test may measure the unloaded round trip again
+				h.round(300*ms, 40, true, 0)
+			}
+			tk := h.send()
+			h.at += 10 * ms
+			h.l.Paused(h.at, h.at+sec, sec)
+			h.l.Observe(h.at, tk, law.Overloaded) // it fails again
+			h.l.Hold(h.at+sec, h.at+11*sec)
+			h.until = h.at + 11*sec
+			h.at += sec
+			for h.at < h.until-sec {
+				h.round(300*ms, 40, true, 0)
+				require.NotZero(t, h.l.HeldUntil(), "limit at most %d, at %v: still three times slower than before the first hold", c.MaxConcurrency, h.at)
+			}
+		}
+	})
+	t.Run("a hold armed again begins a cohort of its own", func(t *testing.T) {
+		h := afterPause()
+		var old []law.Stamp
+		for range 6 {
+			old = append(old, h.send())
+			h.at += 200 * ms
+		}
+		h.l.Hold(h.at, h.at+10*sec) // another overload's
+		h.until = h.at + 10*sec
+		var cohort []law.Stamp
+		for range 6 {
+			cohort = append(cohort, h.send())
+			h.at += 200 * ms
+		}
+		h.answer(100*ms, old...) // the first cohort's answers: no part of the second
+		h.answer(300*ms, cohort...)
+		h.round(300*ms, 3, true, 0)
+		assert.NotZero(t, h.l.HeldUntil())
+	})
+	t.Run("sends dropped from a cohort", func(t *testing.T) {
+		h := afterPause()
+		var cohort []law.Stamp
+		for range 6 {
+			cohort = append(cohort, h.send())
+			h.at += 200 * ms
+		}
+		h.l.Dropped(h.at, cohort[0], false) // canceled, or a 404: no evidence
+		h.answer(100*ms, cohort[1:]...)
+		assert.Zero(t, h.l.HeldUntil(), "the cohort less one that said nothing of the load")
+
+		h = afterPause()
+		cohort = cohort[:0]
+		for range 6 {
+			cohort = append(cohort, h.send())
+			h.at += 200 * ms
+		}
+		h.l.Dropped(h.at, cohort[0], true) // a block, no success
+		h.answer(100*ms, cohort[1:]...)
+		assert.NotZero(t, h.l.HeldUntil(), "a cohort with a failure passes no test")
+		h.round(100*ms, 40, true, 0)
+		assert.Zero(t, h.l.HeldUntil(), "the next cohort is tested")
+
+		h = afterPause()
+		cohort = cohort[:0]
+		for range 4 {
+			cohort = append(cohort, h.send())
+			h.at += 300 * ms
+		}
+		h.send() // a round on: the cohort is closed
+		for _, tk := range cohort[:3] {
+			h.l.Dropped(h.at, tk, false)
+		}
+		h.answer(100*ms, cohort[3])
+		assert.NotZero(t, h.l.HeldUntil(), "one answer is no cohort")
+	})
+	t.Run("a slow scope's cohort waits for its fourth send", func(t *testing.T) {
+		h := afterPause()
+		for range 12 { // 2.5/s: a round holds two or three
+			tk := h.send()
+			h.at += 400 * ms
+			h.answer(100*ms, tk)
+		}
+		assert.Zero(t, h.l.HeldUntil())
+	})
+	t.Run("a cohort is judged without the sends that went to wait elsewhere", func(t *testing.T) {
+		h := afterPause()
+		var cohort []law.Stamp
+		for range 6 {
+			cohort = append(cohort, h.send())
+			h.at += 200 * ms
+		}
+		h.l.Deferred(cohort[4]) // a fleet's turn: they wait elsewhere
+		h.l.Deferred(cohort[5])
+		h.send() // a round on: the cohort is closed
+		h.l.Went(&cohort[4], h.at, 40, true)
+		h.l.Went(&cohort[5], h.at, 40, true)
+		h.answer(100*ms, cohort[:4]...)
+		assert.Zero(t, h.l.HeldUntil(), "the four that went answered at the unloaded round trip")
+	})
+	t.Run("a cohort less its deferred sends", func(t *testing.T) {
+		h := afterPause()
+		var cohort []law.Stamp
+		for range 4 {
+			cohort = append(cohort, h.send())
+			h.at += 300 * ms
+		}
+		h.send() // a round on: the cohort is closed
+		for _, tk := range cohort {
+			h.l.Deferred(tk) // a fleet's turn: they wait elsewhere
+		}
+		h.round(500*ms, 3, true, 0)
+		assert.NotZero(t, h.l.HeldUntil(), "no send of the cohort went: no evidence")
 	})
 	t.Run("a cohort closes: a steady flow is judged", func(t *testing.T) {
 		// four in flight at all times: a cohort that took every send
