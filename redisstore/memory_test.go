@@ -104,14 +104,14 @@ const limit = 40
 func processName(p int) string { return fmt.Sprintf("crawler-7d9f8b6c5-x2k4q-48213-9f3a1c2%d", p) }
 
 // send is one send of process p on scope through s, as the controller
-// makes it (a process name as fleetclient's, the law's 61-byte shared part
+// makes it (a process name as fleetclient's, the law's 62-byte shared part
 // committed), with a pause if given.
 func send(t *testing.T, s *redisstore.Store, scope string, p int, pause time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	process := processName(p)
-	state := []byte(strings.Repeat("s", 61))
+	state := []byte(strings.Repeat("s", 62))
 	g, err := s.Lease(ctx, fleet.LeaseRequest{Scope: scope, Process: process, Rate: 1000, Limit: limit, TTL: time.Minute, Seed: state})
 	require.NoError(t, err)
 	require.NotEmpty(t, g.ID, "granted")
