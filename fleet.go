@@ -233,8 +233,8 @@ func (c *Controller) Close() error {
 // the estimate, the search's top and the estimate a failed probe replaced
 // (float64s), the probe's step, the step down and the limit (float32s:
 // fractions and whole numbers), two uint32 epochs, the phase, and the
-// next probe and the last decrease's age in milliseconds (int32s,
-// saturated: 24 days). At most 64 bytes: Redis keeps a hash's values of
+// next probe and the last decrease's age in milliseconds, rounded up
+// (int32s, saturated: 24 days). At most 64 bytes: Redis keeps a hash's values of
 // 64 bytes or less in its compact encoding (hash-max-listpack-value), and
 // a longer state cost 192 B more per idle scope (82 bytes: 392 B for the
 // law's key instead of 200).
@@ -258,9 +258,15 @@ func encodeShared(s law.Shared) []byte {
 	return binary.BigEndian.AppendUint32(b, uint32(millis(s.SinceDecrease)))
 }
 
-// millis is d in whole milliseconds, saturated to an int32.
+// millis is d in whole milliseconds, rounded up (a decrease 0.3 ms ago
+// is one, not none: 0 means none; a probe is never earlier than it was
+// due), saturated to an int32.
 func millis(d time.Duration) int32 {
-	return int32(min(max(d.Milliseconds(), math.MinInt32), math.MaxInt32))
+	ms := d.Milliseconds()
+	if d%time.Millisecond > 0 {
+		ms++
+	}
+	return int32(min(max(ms, math.MinInt32), math.MaxInt32))
 }
 
 // decodeShared reads what encodeShared wrote; anything else (a store's

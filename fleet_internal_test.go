@@ -71,6 +71,11 @@ func TestSharedEncodingCompact(t *testing.T) {
 	assert.Equal(t, in.Phase, out.Phase)
 	assert.Equal(t, in.NextProbe, out.NextProbe)
 	assert.Equal(t, in.SinceDecrease, out.SinceDecrease)
+	// a decrease a moment ago is one, not none (0)
+	out, ok = decodeShared(encodeShared(law.Shared{SinceDecrease: time.Nanosecond, NextProbe: 300 * time.Microsecond}))
+	require.True(t, ok)
+	assert.Equal(t, time.Millisecond, out.SinceDecrease)
+	assert.Equal(t, time.Millisecond, out.NextProbe)
 	// durations saturate rather than wrap
 	out, ok = decodeShared(encodeShared(law.Shared{NextProbe: 1000 * time.Hour, SinceDecrease: -1000 * time.Hour}))
 	require.True(t, ok)
