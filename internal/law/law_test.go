@@ -548,11 +548,7 @@ func TestOverload(t *testing.T) {
 		// a 503 without Retry-After pauses nothing: the hold's test
 		// begins at once, while the earlier sends' answers come in fast
 		h := held(cfg, 0)
-		var cohort []law.Stamp
-		for range 6 {
-			cohort = append(cohort, h.send())
-			h.at += 200 * ms
-		}
+		cohort := h.sends(6, 200*ms)
 		tailsIn(h, 100*ms) // the earlier sends answer fast while the cohort is out
 		h.answer(300*ms, cohort...)
 		for h.at < h.until-sec {
@@ -577,16 +573,7 @@ func TestOverload(t *testing.T) {
 	})
 	t.Run("a cohort is judged when all of it is answered", func(t *testing.T) {
 		h := afterPause()
-		var late []law.Stamp
-		for i := range 8 {
-			tk := h.send()
-			h.at += 100 * ms
-			if i%2 == 0 {
-				late = append(late, tk) // still in flight
-				continue
-			}
-			h.answer(100*ms, tk)
-		}
+		late := h.halfAnswered()
 		h.at += sec
 		h.round(100*ms, 3, true, 0) // the cohort's round ends, and it is closed
 		assert.NotZero(t, h.l.HeldUntil(), "half the cohort is in flight")
@@ -595,27 +582,14 @@ func TestOverload(t *testing.T) {
 	})
 	t.Run("a decrease while the cohort is out keeps the hold", func(t *testing.T) {
 		h := afterPause()
-		var late []law.Stamp
-		for range 4 {
-			late = append(late, h.send())
-			h.at += 300 * ms
-		}
+		late := h.sends(4, 300*ms)
 		h.round(100*ms, 2, true, 1) // after the cohort: a throttle, a decrease
 		h.answer(100*ms, late...)
 		assert.NotZero(t, h.l.HeldUntil(), "the cohort's answers were good, but the scope decreased since it began")
 	})
 	t.Run("a cohort's late answers are judged too", func(t *testing.T) {
 		h := afterPause()
-		var late []law.Stamp
-		for i := range 8 {
-			tk := h.send()
-			h.at += 100 * ms
-			if i%2 == 0 {
-				late = append(late, tk)
-				continue
-			}
-			h.answer(100*ms, tk)
-		}
+		late := h.halfAnswered()
 		h.at += sec
 		h.answer(400*ms, late...)
 		h.round(100*ms, 3, true, 0)
@@ -644,18 +618,10 @@ func TestOverload(t *testing.T) {
 	})
 	t.Run("a hold armed again begins a cohort of its own", func(t *testing.T) {
 		h := afterPause()
-		var old []law.Stamp
-		for range 6 {
-			old = append(old, h.send())
-			h.at += 200 * ms
-		}
+		old := h.sends(6, 200*ms)
 		h.l.Hold(h.at, h.at+10*sec) // another overload's
 		h.until = h.at + 10*sec
-		var cohort []law.Stamp
-		for range 6 {
-			cohort = append(cohort, h.send())
-			h.at += 200 * ms
-		}
+		cohort := h.sends(6, 200*ms)
 		h.answer(100*ms, old...) // the first cohort's answers: no part of the second
 		h.answer(300*ms, cohort...)
 		h.round(300*ms, 3, true, 0)
@@ -663,21 +629,13 @@ func TestOverload(t *testing.T) {
 	})
 	t.Run("sends dropped from a cohort", func(t *testing.T) {
 		h := afterPause()
-		var cohort []law.Stamp
-		for range 6 {
-			cohort = append(cohort, h.send())
-			h.at += 200 * ms
-		}
+		cohort := h.sends(6, 200*ms)
 		h.l.Dropped(h.at, cohort[0], false) // canceled, or a 404: no evidence
 		h.answer(100*ms, cohort[1:]...)
 		assert.Zero(t, h.l.HeldUntil(), "the cohort less one that said nothing of the load")
 
 		h = afterPause()
-		cohort = cohort[:0]
-		for range 6 {
-			cohort = append(cohort, h.send())
-			h.at += 200 * ms
-		}
+		cohort = h.sends(6, 200*ms)
 		h.l.Dropped(h.at, cohort[0], true) // a block, no success
 		h.answer(100*ms, cohort[1:]...)
 		assert.NotZero(t, h.l.HeldUntil(), "a cohort with a failure passes no test")
@@ -685,11 +643,7 @@ func TestOverload(t *testing.T) {
 		assert.Zero(t, h.l.HeldUntil(), "the next cohort is tested")
 
 		h = afterPause()
-		cohort = cohort[:0]
-		for range 4 {
-			cohort = append(cohort, h.send())
-			h.at += 300 * ms
-		}
+		cohort = h.sends(4, 300*ms)
 		h.send() // a round on: the cohort is closed
 		for _, tk := range cohort[:3] {
 			h.l.Dropped(h.at, tk, false)
@@ -708,11 +662,7 @@ func TestOverload(t *testing.T) {
 	})
 	t.Run("a cohort is judged without the sends that went to wait elsewhere", func(t *testing.T) {
 		h := afterPause()
-		var cohort []law.Stamp
-		for range 6 {
-			cohort = append(cohort, h.send())
-			h.at += 200 * ms
-		}
+		cohort := h.sends(6, 200*ms)
 		h.l.Deferred(cohort[4]) // a fleet's turn: they wait elsewhere
 		h.l.Deferred(cohort[5])
 		h.send() // a round on: the cohort is closed
@@ -723,11 +673,7 @@ func TestOverload(t *testing.T) {
 	})
 	t.Run("a cohort less its deferred sends", func(t *testing.T) {
 		h := afterPause()
-		var cohort []law.Stamp
-		for range 4 {
-			cohort = append(cohort, h.send())
-			h.at += 300 * ms
-		}
+		cohort := h.sends(4, 300*ms)
 		h.send() // a round on: the cohort is closed
 		for _, tk := range cohort {
 			h.l.Deferred(tk) // a fleet's turn: they wait elsewhere
@@ -1405,6 +1351,33 @@ type heldLaw struct {
 
 // send sends one request at 40/s, the pacer holding it back.
 func (h *heldLaw) send() law.Stamp { return h.l.Sent(h.at, 40, int(h.l.Limit()), true, true) }
+
+// sends sends n requests gap apart (sends), the first at h.at.
+func (h *heldLaw) sends(n int, gap time.Duration) []law.Stamp {
+	var tks []law.Stamp
+	for range n {
+		tks = append(tks, h.send())
+		h.at += gap
+	}
+	return tks
+}
+
+// halfAnswered sends 8 requests 100 ms apart and answers every other one
+// at once at the unloaded round trip (100 ms); it returns the others,
+// still in flight.
+func (h *heldLaw) halfAnswered() []law.Stamp {
+	var late []law.Stamp
+	for i := range 8 {
+		tk := h.send()
+		h.at += 100 * ms
+		if i%2 == 0 {
+			late = append(late, tk)
+			continue
+		}
+		h.answer(100*ms, tk)
+	}
+	return late
+}
 
 // answer answers tks, successes with round trip d, at h.at.
 func (h *heldLaw) answer(d time.Duration, tks ...law.Stamp) {
