@@ -234,10 +234,10 @@ func (c *Controller) Close() error {
 // (float64s), the probe's step, the step down and the limit (float32s:
 // fractions and whole numbers), two uint32 epochs, the phase, and the
 // next probe and the last decrease's age in milliseconds, rounded up
-// (int32s, saturated: 24 days). At most 64 bytes: Redis keeps a hash's values of
-// 64 bytes or less in its compact encoding (hash-max-listpack-value), and
-// a longer state cost 192 B more per idle scope (82 bytes: 392 B for the
-// law's key instead of 200).
+// (int32s, saturated: 24 days). At most 64 bytes: Redis keeps a hash's
+// values of 64 bytes or less in its compact encoding
+// (hash-max-listpack-value), and a longer state cost 192 B more per idle
+// scope (82 bytes: 392 B for the law's key instead of 200).
 const sharedVersion = 4
 
 const sharedLen = 1 + 4*8 + 3*4 + 2*4 + 1 + 2*4

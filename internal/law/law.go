@@ -354,12 +354,8 @@ func (l *Law) Sent(now time.Duration, rate float64, inflight int, inUse, paced b
 // sends the rate did not hold back, and slow start would not double.
 func (l *Law) Deferred(st Stamp) {
 	l.fleet = true
-	if h := &l.hold; st.Cohort != 0 && st.Cohort == h.gen && h.sent > 0 {
-		// counted again when it goes (Went)
-		h.sent--
-		if st.Paced && h.paced > 0 {
-			h.paced--
-		}
+	if h := &l.hold; h.member(st) {
+		h.remove(st) // counted again when it goes (Went)
 	}
 	if st.Round != l.roundSeq || l.roundSends == 0 {
 		return // its round has been judged already
@@ -706,8 +702,9 @@ func (l *Law) Observe(now time.Duration, t Stamp, s Signal) Verdict {
 // come from an origin that struggles, and a 200 from a struggling origin
 // is no proof of headroom. That is a hypothesis, and the answers test it.
 // The cohort is the sends made from from on (the end of the overload's
-// pause), at least holdCohort of them over at least a round's length. Once every one is answered, the hold ends if they were
-// all successes, sent busy (the pacer held at least half back: the scope
+// pause), at least holdCohort of them over at least a round's length.
+// Once every one is answered, the hold ends if they were all successes,
+// sent busy (the pacer held at least half back: the scope
 // at its level, not under it), with no decrease anywhere since, and their
 // mean round trip, plus its noise, is within latencyHigh of the unloaded
 // round trip measured before the hold: the origin does not struggle at
@@ -725,7 +722,8 @@ func (l *Law) Hold(from, until time.Duration) {
 			base = l.hold.base
 		}
 		l.holdFrom, l.holdUntil = from, until
-		l.hold = holdTest{gen: l.hold.gen, base: base}
+		l.hold.base = base
+		l.hold.next()
 	}
 }
 
@@ -745,6 +743,23 @@ type holdTest struct {
 	sum, sq        float64 // the successes' round trips, seconds
 }
 
+// member: t was sent in this cohort (not an earlier one, nor none).
+func (h *holdTest) member(t Stamp) bool { return t.Cohort != 0 && t.Cohort == h.gen && h.begun }
+
+// remove takes t, a member that has not been answered, out of the cohort.
+func (h *holdTest) remove(t Stamp) {
+	if h.sent > 0 {
+		h.sent--
+		if t.Paced && h.paced > 0 {
+			h.paced--
+		}
+	}
+}
+
+// next clears the cohort: the next one begins with the next send in the
+// hold, against the same baseline.
+func (h *holdTest) next() { *h = holdTest{gen: h.gen, base: h.base} }
+
 // over: the cohort has its least size and has lasted a round (of length
 // d) at now; no send joins it after.
 func (h *holdTest) over(now, d time.Duration) bool {
@@ -763,8 +778,7 @@ func (l *Law) cohortSend(now time.Duration, paced bool) uint32 {
 		if h.gen == 0 {
 			h.gen = 1
 		}
-		gen, base := h.gen, h.base
-		*h = holdTest{gen: gen, base: base, begun: true, start: now, epoch: l.epoch, cepoch: l.cepoch}
+		h.begun, h.start, h.epoch, h.cepoch = true, now, l.epoch, l.cepoch
 	}
 	if h.closed || h.over(now, l.roundLen()) || h.sent == math.MaxUint16 {
 		h.closed = true
@@ -781,7 +795,7 @@ func (l *Law) cohortSend(now time.Duration, paced bool) uint32 {
 // seconds, is rtt) and judges the cohort once all of it is answered.
 func (l *Law) cohortAnswer(now time.Duration, t Stamp, ok bool, rtt float32) {
 	h := &l.hold
-	if t.Cohort == 0 || t.Cohort != h.gen || !h.begun {
+	if !h.member(t) {
 		return
 	}
 	h.answered++
@@ -802,17 +816,13 @@ func (l *Law) cohortAnswer(now time.Duration, t Stamp, ok bool, rtt float32) {
 // every later one, for the rest of the hold.
 func (l *Law) Dropped(now time.Duration, t Stamp, failed bool) {
 	h := &l.hold
-	if t.Cohort == 0 || t.Cohort != h.gen || !h.begun {
+	if !h.member(t) {
 		return
 	}
-	switch {
-	case failed:
+	if failed {
 		h.answered++
-	case h.sent > 0:
-		h.sent--
-		if t.Paced && h.paced > 0 {
-			h.paced--
-		}
+	} else {
+		h.remove(t)
 	}
 	l.judgeHold(now)
 }
@@ -830,8 +840,7 @@ func (l *Law) judgeHold(now time.Duration) {
 		mean+noise*se <= latencyHigh*float64(h.base) {
 		l.holdUntil = 0
 	}
-	gen, base := h.gen, h.base
-	*h = holdTest{gen: gen, base: base} // the next cohort, from the next send
+	h.next()
 }
 
 // HeldUntil is when the hold on increases ends (0: none).
