@@ -254,7 +254,7 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 			continue
 		}
 		if c.fleet != nil {
-			s.deferred(p.t) // counted in the law's round it goes in
+			s.deferred(&p.t) // counted in the law's round it goes in
 			send, err := c.fleet.Before(ctx, cl.key, fleetScope{c, cl.key, s}, p.t.Paced)
 			if err != nil {
 				// the slot goes back; on ErrAgain (a pause the fleet

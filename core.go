@@ -406,7 +406,7 @@ func (c *core) adoptShared(now time.Duration, s law.Shared) law.Shared {
 
 // deferred tells the law that the send t stamps waits for the fleet
 // before it goes.
-func (c *core) deferred(t stamp) { c.law.Deferred(t.Stamp) }
+func (c *core) deferred(t *stamp) { c.law.Deferred(&t.Stamp) }
 
 // went tells the law that the send t stamps goes at now (paced: a pacer,
 // this process's or the fleet's schedule, held it back), and stamps it

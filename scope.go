@@ -276,7 +276,7 @@ func (s *scope) idle(now, ttl time.Duration) bool {
 
 // deferred tells the law that the send t stamps waits for the fleet
 // before it goes (core.deferred).
-func (s *scope) deferred(t stamp) {
+func (s *scope) deferred(t *stamp) {
 	s.mu.Lock()
 	s.core.deferred(t)
 	s.mu.Unlock()

@@ -344,18 +344,21 @@ func (l *Law) Sent(now time.Duration, rate float64, inflight int, inUse, paced b
 		}
 	}
 	return Stamp{Sent: now, Rate: rate, Epoch: l.epoch, CEpoch: l.cepoch, InFlight: int32(inflight), InUse: inUse, Paced: paced, Round: l.roundSeq,
-		Cohort: l.cohortSend(now, paced)}
+		Cohort: l.cohortSend(now, atLevel(paced, inUse))}
 }
 
-// Deferred: the send st stamps waits elsewhere before it goes (a fleet's
+// Deferred: the send *st stamps waits elsewhere before it goes (a fleet's
 // turn and its shared schedule, for as long as a round or more): it is not
 // counted in the round it was stamped in, but by Went in the round it goes
 // in. A round judged while its sends wait elsewhere would read them as
 // sends the rate did not hold back, and slow start would not double.
-func (l *Law) Deferred(st Stamp) {
+func (l *Law) Deferred(st *Stamp) {
 	l.fleet = true
-	if h := &l.hold; h.member(st) {
-		h.remove(st) // counted again when it goes (Went)
+	if h := &l.hold; h.member(*st) {
+		h.remove(*st) // counted again when it goes (Went)
+		// no longer a member: a send given back before it goes (Dropped)
+		// is not taken out twice
+		st.Cohort = 0
 	}
 	if st.Round != l.roundSeq || l.roundSends == 0 {
 		return // its round has been judged already
@@ -368,9 +371,10 @@ func (l *Law) Deferred(st Stamp) {
 
 // Went: the send st stamps, deferred, goes now at rate; paced: a pacer
 // held it back (this process's, or the fleet's schedule: the rate was its
-// bottleneck). It is stamped again as sent now: its answer is judged
-// against the rate and the decreases in force when it went, not when it
-// began to wait.
+// bottleneck); st.InUse, as the caller leaves it: it filled the
+// concurrency limit (the fleet's). It is stamped again as sent now: its
+// answer is judged against the rate and the decreases in force when it
+// went, not when it began to wait.
 func (l *Law) Went(st *Stamp, now time.Duration, rate float64, paced bool) {
 	if l.roundSends < math.MaxUint16 {
 		l.roundSends++
@@ -379,7 +383,7 @@ func (l *Law) Went(st *Stamp, now time.Duration, rate float64, paced bool) {
 		}
 	}
 	st.Sent, st.Rate, st.Epoch, st.CEpoch, st.Paced, st.Round = now, rate, l.epoch, l.cepoch, paced, l.roundSeq
-	st.Cohort = l.cohortSend(now, paced)
+	st.Cohort = l.cohortSend(now, atLevel(paced, st.InUse))
 }
 
 // RoundTrip folds the round trip of one answer (to its response headers)
@@ -704,8 +708,9 @@ func (l *Law) Observe(now time.Duration, t Stamp, s Signal) Verdict {
 // The cohort is the sends made from from on (the end of the overload's
 // pause), at least holdCohort of them over at least a round's length.
 // Once every one is answered, the hold ends if they were all successes,
-// sent busy (the pacer held at least half back: the scope
-// at its level, not under it), with no decrease anywhere since, and their
+// at least half sent at the scope's level (atLevel: the pacer held them
+// back, or they filled the concurrency limit; a scope under both says
+// nothing of its level), with no decrease anywhere since, and their
 // mean round trip, plus its noise, is within latencyHigh of the unloaded
 // round trip measured before the hold: the origin does not struggle at
 // this level (a concurrency cap or a limiter answered). Increases resume
@@ -738,7 +743,7 @@ type holdTest struct {
 	begun, closed  bool
 	epoch, cepoch  uint32  // the decreases when it began
 	base           float32 // the unloaded round trip when the hold began, seconds
-	sent, paced    uint16
+	sent, level    uint16  // level: sends at the scope's level (atLevel)
 	answered, good uint16  // good: successes with a round trip
 	sum, sq        float64 // the successes' round trips, seconds
 }
@@ -750,11 +755,21 @@ func (h *holdTest) member(t Stamp) bool { return t.Cohort != 0 && t.Cohort == h.
 func (h *holdTest) remove(t Stamp) {
 	if h.sent > 0 {
 		h.sent--
-		if t.Paced && h.paced > 0 {
-			h.paced--
+		if atLevel(t.Paced, t.InUse) && h.level > 0 {
+			h.level--
 		}
 	}
 }
+
+// atLevel: a send went at the scope's level, not under it: the pacer held
+// it back (the rate bound it), or it filled the concurrency limit
+// (inflight >= limit at its send: the limit bound it). A cohort sent
+// under both tests nothing of the load the scope puts on the origin; one
+// sent with its limit full tests the level of concurrency the overload
+// left, as one sent at its rate tests the rate. (At a limit of 1 every
+// send fills it: a trickle of sends one at a time is that scope's level,
+// and the hold's round-trip test is what guards it.)
+func atLevel(paced, inUse bool) bool { return paced || inUse }
 
 // next clears the cohort: the next one begins with the next send in the
 // hold, against the same baseline.
@@ -767,8 +782,9 @@ func (h *holdTest) over(now, d time.Duration) bool {
 }
 
 // cohortSend counts a send at now in the hold's cohort if it belongs to
-// one, and returns the cohort's number (0: none).
-func (l *Law) cohortSend(now time.Duration, paced bool) uint32 {
+// one (level: it went at the scope's level, atLevel), and returns the
+// cohort's number (0: none).
+func (l *Law) cohortSend(now time.Duration, level bool) uint32 {
 	h := &l.hold
 	if now >= l.holdUntil || now < l.holdFrom || h.base <= 0 {
 		return 0
@@ -785,8 +801,8 @@ func (l *Law) cohortSend(now time.Duration, paced bool) uint32 {
 		return 0
 	}
 	h.sent++
-	if paced {
-		h.paced++
+	if level {
+		h.level++
 	}
 	return h.gen
 }
@@ -836,7 +852,7 @@ func (l *Law) judgeHold(now time.Duration) {
 	}
 	mean, se := meanSE(h.sum, h.sq, h.good)
 	// (a throttle or an overload of the cohort's is a decrease since)
-	if h.sent >= holdCohort && h.good == h.sent && 2*h.paced >= h.sent && h.epoch == l.epoch && h.cepoch == l.cepoch &&
+	if h.sent >= holdCohort && h.good == h.sent && 2*h.level >= h.sent && h.epoch == l.epoch && h.cepoch == l.cepoch &&
 		mean+noise*se <= latencyHigh*float64(h.base) {
 		l.holdUntil = 0
 	}

@@ -531,11 +531,22 @@ func TestOverload(t *testing.T) {
 		h.round(100*ms, 40, true, 0)
 		assert.Greater(t, h.l.Limit(), before, "increases resume after the hold")
 	})
-	t.Run("a cohort the pacer did not hold back is no test", func(t *testing.T) {
+	t.Run("a cohort sent under the rate and the limit is no test", func(t *testing.T) {
 		h := afterPause()
+		h.under = true
 		h.round(100*ms, 40, false, 0)
 		h.round(100*ms, 40, false, 0)
 		assert.NotZero(t, h.l.HeldUntil(), "a scope under its allowance says nothing of the origin at its level")
+		h.round(100*ms, 40, true, 0)
+		assert.Zero(t, h.l.HeldUntil(), "the same cohort, the pacer holding it back, is a test")
+	})
+	t.Run("a cohort sent with the limit full is a test, paced or not", func(t *testing.T) {
+		// the overload left the limit under what the rate needs: the
+		// limit binds, not the pacer, and the cohort tests the level of
+		// concurrency the overload left
+		h := afterPause()
+		h.round(100*ms, 40, false, 0)
+		assert.Zero(t, h.l.HeldUntil(), "a cohort at the limit's level, answered at the unloaded round trip")
 	})
 	t.Run("a cohort with a throttle keeps the hold, the next is tested", func(t *testing.T) {
 		h := afterPause()
@@ -663,20 +674,60 @@ func TestOverload(t *testing.T) {
 	t.Run("a cohort is judged without the sends that went to wait elsewhere", func(t *testing.T) {
 		h := afterPause()
 		cohort := h.sends(6, 200*ms)
-		h.l.Deferred(cohort[4]) // a fleet's turn: they wait elsewhere
-		h.l.Deferred(cohort[5])
+		h.l.Deferred(&cohort[4]) // a fleet's turn: they wait elsewhere
+		h.l.Deferred(&cohort[5])
 		h.send() // a round on: the cohort is closed
 		h.l.Went(&cohort[4], h.at, 40, true)
 		h.l.Went(&cohort[5], h.at, 40, true)
 		h.answer(100*ms, cohort[:4]...)
 		assert.Zero(t, h.l.HeldUntil(), "the four that went answered at the unloaded round trip")
 	})
+	t.Run("a send deferred, then given back before it goes, leaves the cohort once", func(t *testing.T) {
+		h := afterPause()
+		cohort := h.sends(5, 200*ms) // the fifth closes it: five members
+		h.l.Deferred(&cohort[3])     // a fleet's turn
+		h.l.Dropped(h.at, cohort[3], false)
+		h.answer(100*ms, cohort[0], cohort[1], cohort[2], cohort[4])
+		assert.Zero(t, h.l.HeldUntil(), "four members answered at the unloaded round trip, the fifth given back")
+	})
+	t.Run("a fleet's send that went with the limit full is at the scope's level", func(t *testing.T) {
+		h := afterPause()
+		h.under = true
+		var cohort []law.Stamp
+		for range 5 {
+			tk := h.l.Sent(h.at, 40, 1, false, false)
+			h.l.Deferred(&tk)
+			tk.InUse = true // the fleet's concurrency all in use with it
+			h.l.Went(&tk, h.at, 40, false)
+			cohort = append(cohort, tk)
+			h.at += 250 * ms
+		}
+		h.answer(100*ms, cohort...)
+		assert.Zero(t, h.l.HeldUntil(), "the sends filled the fleet's limit when they went")
+	})
+	t.Run("a send at the scope's level that leaves the cohort takes its level with it", func(t *testing.T) {
+		h := afterPause()
+		var full, under []law.Stamp
+		for i := range 6 {
+			if i < 2 {
+				full = append(full, h.l.Sent(h.at, 40, int(h.l.Limit()), true, false))
+			} else {
+				under = append(under, h.l.Sent(h.at, 40, 1, false, false))
+			}
+			h.at += 150 * ms // six within a round: all members
+		}
+		h.l.Dropped(h.at, full[0], false) // canceled
+		h.l.Dropped(h.at, full[1], false)
+		h.at += sec // a round on: the cohort is judged at its last answer
+		h.answer(100*ms, under...)
+		assert.NotZero(t, h.l.HeldUntil(), "the cohort left is four sends under the rate and the limit")
+	})
 	t.Run("a cohort less its deferred sends", func(t *testing.T) {
 		h := afterPause()
 		cohort := h.sends(4, 300*ms)
 		h.send() // a round on: the cohort is closed
-		for _, tk := range cohort {
-			h.l.Deferred(tk) // a fleet's turn: they wait elsewhere
+		for i := range cohort {
+			h.l.Deferred(&cohort[i]) // a fleet's turn: they wait elsewhere
 		}
 		h.round(500*ms, 3, true, 0)
 		assert.NotZero(t, h.l.HeldUntil(), "no send of the cohort went: no evidence")
@@ -1281,7 +1332,7 @@ func TestDeferredSendCountsWhenItGoes(t *testing.T) {
 	var st []law.Stamp
 	for i := range 4 {
 		s := l.Sent(time.Duration(i)*10*ms, 2, 1, false, false)
-		l.Deferred(s)
+		l.Deferred(&s)
 		st = append(st, s)
 	}
 	// an answer at 1.1 s to a send of before closes round 1: its sends
@@ -1347,6 +1398,9 @@ type heldLaw struct {
 	at, until time.Duration
 	cut       float64
 	tails     []law.Stamp
+	// under: round's sends leave the concurrency limit's last slot free
+	// (with paced false: a scope under both its rate and its limit)
+	under bool
 }
 
 // send sends one request at 40/s, the pacer holding it back.
@@ -1392,7 +1446,11 @@ func (h *heldLaw) answer(d time.Duration, tks ...law.Stamp) {
 // (from 1) is throttled (0: none).
 func (h *heldLaw) round(d time.Duration, n int, paced bool, fail int) {
 	for i := range n {
-		tk := h.l.Sent(h.at, 40, int(h.l.Limit()), true, paced)
+		inflight := int(h.l.Limit())
+		if h.under {
+			inflight = max(inflight-1, 1)
+		}
+		tk := h.l.Sent(h.at, 40, inflight, !h.under, paced)
 		h.at += sec / time.Duration(max(n-1, 1))
 		h.l.RoundTrip(d)
 		sig := law.Success
