@@ -42,7 +42,8 @@ func simBoundRun(sc simScenario, seed uint64, r float64, cap int) (share, refuse
 	)
 	for t := int64(0); t < int64(sc.Duration); {
 		// the answers back by t free their slots
-		back = back[:copy(back, back[sort64(back, t):])]
+		n, _ := slices.BinarySearch(back, t+1)
+		back = back[:copy(back, back[n:])]
 		if cap > 0 && len(back) >= cap {
 			t = back[0]
 			continue
@@ -66,13 +67,6 @@ func simBoundRun(sc simScenario, seed uint64, r float64, cap int) (share, refuse
 	}
 	secs := (sc.Duration - sc.JudgeFrom).Seconds()
 	return float64(accepted) / secs / sc.Capacity(0), 1 - float64(accepted)/float64(max(sends, 1))
-}
-
-// sort64 is the number of times in the ascending back that are at or
-// before t.
-func sort64(back []int64, t int64) int {
-	i, _ := slices.BinarySearch(back, t+1)
-	return i
 }
 
 // simBound is the best share of the capacity a fixed client reaches in
@@ -177,9 +171,9 @@ func TestSimBound(t *testing.T) {
 					fmt.Fprintf(&b, "| %s | %v | %.1f %% | %.1f %% | never refuses | | |\n", sc.Name, rtt, 100*simMedian(law), 100*slices.Min(law))
 					continue
 				}
-				w := slices.Index(law, slices.Min(law))
+				worst, seed := simCell{Shares: law}.worst()
 				fmt.Fprintf(&b, "| %s | %v | %.1f %% | %.1f %% | %.1f %% | %.1f %% | %.2f |\n", sc.Name, rtt,
-					100*simMedian(law), 100*law[w], 100*simMedian(bound), 100*slices.Min(bound), law[w]/math.Max(bound[w], 1e-9))
+					100*simMedian(law), 100*worst, 100*simMedian(bound), 100*slices.Min(bound), worst/math.Max(bound[seed-1], 1e-9))
 			}
 		}
 	}
