@@ -24,7 +24,8 @@ import (
 	"github.com/colly-polite/polite/testserver"
 )
 
-// The fleet's hosts. a.test hides a fixed window of 20/s, the reference
+// The fleet's hosts. a.test hides a fixed window (20/s unless
+// -fleet-capacity says otherwise), the reference
 // family of the single-process figures (S1, S8) and of adaptive's
 // in-process fleet test, low enough that eight processes on two cores are
 // not CPU-bound by the crawl itself (2.5/s each), and with a Retry-After
@@ -34,27 +35,30 @@ import (
 // store is nearer than the site) and take 100 ms (a.test) or 50 ms
 // (b.test) to answer.
 const (
-	fleetTarget   = "a.test"
-	fleetCeiled   = "b.test"
-	fleetCapacity = 20.0
-	fleetCeiling  = 10.0
-	fleetRTT      = 40 * time.Millisecond
+	fleetTarget  = "a.test"
+	fleetCeiled  = "b.test"
+	fleetCeiling = 10.0
+	fleetRTT     = 40 * time.Millisecond
 )
 
-func fleetHosts() map[string]testserver.Policy {
+// fleetHosts are the hosts, a.test's window capacity a second.
+func fleetHosts(capacity int) map[string]testserver.Policy {
 	return map[string]testserver.Policy{
-		fleetTarget: {Limit: fixedWindow(int(fleetCapacity)), Site: site(),
+		fleetTarget: {Limit: fixedWindow(capacity), Site: site(),
 			Latency: testserver.Latency{Base: 100 * time.Millisecond, RTT: fleetRTT}},
 		fleetCeiled: {Site: site(), Latency: testserver.Latency{Base: 50 * time.Millisecond, RTT: fleetRTT}},
 	}
 }
 
 // fleetAbout describes the set-up, for the report.
-const fleetAbout = "a.test: fixed window 20/s, 100 ms + 40 ms RTT (capacity 20/s); b.test: no limit, 50 ms + 40 ms RTT, Rule.Rate 10/s (the fleet's ceiling)"
+func fleetAbout(capacity int) string {
+	return fmt.Sprintf("a.test: fixed window %d/s, 100 ms + 40 ms RTT (capacity %d/s); b.test: no limit, 50 ms + 40 ms RTT, Rule.Rate 10/s (the fleet's ceiling)", capacity, capacity)
+}
 
 // fleetConfig is what fleet mode takes from the command line.
 type fleetConfig struct {
 	procs        []int         // the process-count cells (none: only the others)
+	capacity     int           // a.test's fixed window, a second
 	n            time.Duration // a cell's length; a store-fault cell runs n + its fault
 	outage       time.Duration // Redis killed for this long; 0: no outage cell
 	outageProcs  int
@@ -226,7 +230,7 @@ func fleetMain(ctx context.Context, cfg fleetConfig) int {
 
 	doc := fleetDoc{
 		Command: "go run ./bench " + strings.Join(os.Args[1:], " "), Date: time.Now().Format(time.RFC3339),
-		Go: runtime.Version(), CPUs: runtime.NumCPU(), Hosts: fleetAbout, Duration: cfg.n.String(), Warmup: (cfg.n / 4).String(),
+		Go: runtime.Version(), CPUs: runtime.NumCPU(), Hosts: fleetAbout(cfg.capacity), Duration: cfg.n.String(), Warmup: (cfg.n / 4).String(),
 		Outage: cfg.outage.String(), Fault: cfg.fault.String(), Timeout: cfg.timeout.String(), Workers: cfg.workers, Runs: cfg.runs,
 		Robots: cfg.robots, Redis: where, Short: cfg.short,
 		TookS: time.Since(began).Round(time.Second).Seconds(), Results: results,
@@ -380,7 +384,7 @@ func runFleetCell(ctx context.Context, cfg fleetConfig, env fleetEnv, c cellSpec
 	if c.fault > 0 {
 		res.Fault = &faultResult{Kind: string(c.kind)}
 	}
-	srv, err := testserver.New(testserver.Config{Hosts: fleetHosts(), Network: testserver.Loopback,
+	srv, err := testserver.New(testserver.Config{Hosts: fleetHosts(cfg.capacity), Network: testserver.Loopback,
 		Seed: int64(cfg.seed) + int64(run) - 1, ClientHeader: clientHeader})
 	if err != nil {
 		return res, err
@@ -478,7 +482,7 @@ func runFleetCell(ctx context.Context, cfg fleetConfig, env fleetEnv, c cellSpec
 	// a.test and b.test, after the warm-up
 	to := length
 	res.Goodput = float64(demo.CountIn(a.Accepted, warm, to)) / (to - warm).Seconds()
-	res.GoodputPct = res.Goodput / fleetCapacity * 100
+	res.GoodputPct = res.Goodput / float64(cfg.capacity) * 100
 	res.Rejected = demo.CountIn(a.Rejected, warm, to)
 	res.Sent = demo.CountIn(a.Accepted, warm, to) + res.Rejected
 	res.RejectedPct = percent(res.Rejected, res.Sent)
@@ -547,7 +551,7 @@ func runFleetCell(ctx context.Context, cfg fleetConfig, env fleetEnv, c cellSpec
 			f.RestartedEmpty = &restartedEmpty
 		}
 		// the fault ends when Redis answers again, or the proxy is healed
-		measureFault(f, a, b, reports, warm, faultAt, healedAt, length, at)
+		measureFault(f, a, b, reports, warm, faultAt, healedAt, length, float64(cfg.capacity), at)
 	}
 	return res, waitErr
 }

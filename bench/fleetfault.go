@@ -130,7 +130,7 @@ func timeline(r childReport, n time.Duration, at func(int64) time.Duration) proc
 // failed from start to end and in the recovery window after, against the
 // rate the fleet last shared, and how soon each process shared again.
 func measureFault(f *faultResult, a, b testserver.Stats, reports []childReport, warm, start, end, length time.Duration,
-	at func(int64) time.Duration) {
+	capacity float64, at func(int64) time.Duration) {
 	f.StartS, f.EndS = start.Seconds(), end.Seconds()
 	sends := append(slices.Clone(a.Accepted), a.Rejected...)
 	slices.Sort(sends)
@@ -166,7 +166,7 @@ func measureFault(f *faultResult, a, b testserver.Stats, reports []childReport, 
 	rec.FromS, rec.ToS = end.Seconds(), to.Seconds()
 	if to > end {
 		acc, rej := demo.CountIn(a.Accepted, end, to), demo.CountIn(a.Rejected, end, to)
-		rec.GoodputPct = float64(acc) / (to - end).Seconds() / fleetCapacity * 100
+		rec.GoodputPct = float64(acc) / (to - end).Seconds() / capacity * 100
 		rec.RejectedPct = percent(rej, acc+rej)
 	}
 	rec.Bins = bins(sends, end, to)
@@ -206,7 +206,7 @@ func measureFault(f *faultResult, a, b testserver.Stats, reports []childReport, 
 	}
 	if after := end + 5*time.Second; after < length {
 		acc, rej := demo.CountIn(a.Accepted, after, length), demo.CountIn(a.Rejected, after, length)
-		f.AfterGoodputPct = float64(acc) / (length - after).Seconds() / fleetCapacity * 100
+		f.AfterGoodputPct = float64(acc) / (length - after).Seconds() / capacity * 100
 		f.AfterRejectedPct = percent(rej, acc+rej)
 	}
 }

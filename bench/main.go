@@ -106,7 +106,8 @@
 // REDISSTORE_REQUIRED is set). Each cell gets a fresh testserver with two
 // loopback hosts, a.test (a fixed window of 20/s, 100 ms + 40 ms RTT: the
 // reference family of the single-process figures, low enough for eight
-// processes on two cores) and b.test (no limit, 50 ms + 40 ms RTT, under
+// processes on two cores; -fleet-capacity sets another window, so that
+// a law whose path happens to suit 20/s is seen elsewhere) and b.test (no limit, 50 ms + 40 ms RTT, under
 // a Rule.Rate of 10/s: a ceiling the fleet must keep as one client), and N
 // processes of this program (re-executed with a hidden argument), each with
 // its own Colly collector and adaptive.Attach sharing one Redis, and
@@ -227,6 +228,7 @@ func main() {
 	outage := flag.Duration("outage", 10*time.Second, "fleet mode: how long Redis is down in the outage cell; 0: no outage cell")
 	outageProcs := flag.Int("outage-procs", 4, "fleet mode: processes in the outage cell")
 	fleetWorkers := flag.Int("fleet-workers", 6, "fleet mode: goroutines per host in each process")
+	fleetCap := flag.Int("fleet-capacity", 20, "fleet mode: a.test's fixed window, requests a second (its capacity)")
 	fleetRobots := flag.Bool("fleet-robots", false, "fleet mode: robots.txt on in the fleet's controllers (Attach's default; off by default here: see the doc comment)")
 	fault := flag.Duration("fault", 6*time.Second, "fleet mode: how long the proxy between the fleet and Redis misbehaves in the garbage and slow cells; 0: no such cells")
 	faultProcs := flag.Int("fault-procs", 2, "fleet mode: processes in the garbage and slow cells")
@@ -260,11 +262,11 @@ func main() {
 		demo.Short(*short, map[string]string{"duration": "3s", "outage": "1s", "outage-procs": "2", "fault": "1s", "fleet-timeout": "5s"})
 		demo.Short(true, map[string]string{"duration": "60s"}) // fleet cells are 60 s unless -duration says otherwise
 		if *duration < 2*time.Second || *outage < 0 || *outageProcs < 1 || *fault < 0 || *faultProcs < 1 || *ceilingProcs < 0 ||
-			*fleetTimeout <= 0 || *fleetWorkers < 1 || *runs < 1 {
-			log.Fatal("bench: fleet mode needs -duration >= 2s, -outage >= 0, -outage-procs >= 1, -fault >= 0, -fault-procs >= 1, -ceiling-procs >= 0, -fleet-timeout > 0, -fleet-workers >= 1 and -runs >= 1")
+			*fleetTimeout <= 0 || *fleetWorkers < 1 || *fleetCap < 1 || *runs < 1 {
+			log.Fatal("bench: fleet mode needs -duration >= 2s, -outage >= 0, -outage-procs >= 1, -fault >= 0, -fault-procs >= 1, -ceiling-procs >= 0, -fleet-timeout > 0, -fleet-workers >= 1, -fleet-capacity >= 1 and -runs >= 1")
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := fleetMain(ctx, fleetConfig{procs: procs, n: *duration, outage: *outage, outageProcs: *outageProcs,
+		code := fleetMain(ctx, fleetConfig{procs: procs, capacity: *fleetCap, n: *duration, outage: *outage, outageProcs: *outageProcs,
 			fault: *fault, faultProcs: *faultProcs, ceilingProcs: *ceilingProcs, timeout: *fleetTimeout, runs: *runs,
 			workers: *fleetWorkers, robots: *fleetRobots, seed: *seed, short: *short, verbose: *verbose, jsonOut: *jsonOut})
 		stop()
