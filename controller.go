@@ -286,7 +286,7 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 			if at == 0 {
 				at = c.now() // the store is down: the local view decided
 			}
-			s.went(&p.t, at, p.t.Paced || send.PacedByFleet)
+			s.went(&p.t, at, send.Paced)
 		}
 		// sent is when it goes out: after the fleet's slot, if any
 		c.waits.observe(p.t.Sent - start)

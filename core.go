@@ -408,8 +408,8 @@ func (c *core) adoptShared(now time.Duration, s law.Shared) law.Shared {
 // before it goes.
 func (c *core) deferred(t *stamp) { c.law.Deferred(&t.Stamp) }
 
-// went tells the law that the send t stamps goes at now (paced: a pacer,
-// this process's or the fleet's schedule, held it back), and stamps it
+// went tells the law that the send t stamps goes at now (paced: the rate
+// was its bottleneck, fleetclient.Send.Paced), and stamps it
 // again as sent then, at the rate in force then (core.take).
 func (c *core) went(t *stamp, now time.Duration, paced bool) {
 	rate := c.pace.rate()

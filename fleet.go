@@ -89,6 +89,13 @@ func (f fleetScope) Ask(now time.Duration) fleetclient.Ask {
 	return a
 }
 
+// Rate implements fleetclient.Local.
+func (f fleetScope) Rate() float64 {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	return f.s.core.fleetRate()
+}
+
 // Granted implements fleetclient.Local: a transition of the decision log.
 func (f fleetScope) Granted(state []byte, version uint64, live int, ceiling float64, rejoining bool) {
 	s := f.s

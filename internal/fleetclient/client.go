@@ -48,6 +48,9 @@ type Local interface {
 	// seed a store that has none with: the fleet's as last shared, or
 	// without one this process's own.
 	Ask(now time.Duration) Ask
+	// Rate is the rate the fleet sends at as this process knows it now
+	// (Ask's, without the rest).
+	Rate() float64
 	// Granted takes what a lease brought: the fleet's law state (nil when
 	// the version held is current) at version, the processes live on the
 	// scope and the fleet's configured ceiling (0: none). The scope keeps
@@ -79,14 +82,22 @@ type Ask struct {
 
 // Send is what Before granted: the lease ("" when the store is down and
 // the local view decides), whether the fleet's concurrency is all in use
-// with it, whether the fleet's schedule held it back, and when it goes (0:
-// when its local slot was granted).
+// with it, whether its rate held it back, and when it goes (0: when its
+// local slot was granted).
 type Send struct {
-	Lease        string
-	Full         bool
-	PacedByFleet bool
-	Scheduled    bool // it waited for its slot of the fleet's schedule (or a pause)
-	At           time.Duration
+	Lease string
+	Full  bool
+	// Paced: the rate was this send's bottleneck, the fleet's schedule
+	// held it back or, having waited for no turn of the fleet's
+	// concurrency, the local pacer did. A send that waited for a turn
+	// was held by the concurrency: had the pacer held it too, the pacer's
+	// wait is not what kept it (as in one process, a send let out by an
+	// answer that freed a slot is not paced), and rounds of such sends,
+	// read as the rate's, would double the rate where the fleet carried
+	// a fraction of it.
+	Paced     bool
+	Scheduled bool // it waited for its slot of the fleet's schedule (or a pause)
+	At        time.Duration
 }
 
 // Report is what one send decided, for the fleet (After): the lease back,
@@ -307,7 +318,7 @@ func (c *Client) Before(ctx context.Context, scope string, l Local, paced bool) 
 		if l.Alone() {
 			return Send{}, ErrAgain
 		}
-		return Send{}, nil
+		return Send{Paced: paced}, nil
 	}
 	want, wait, asker := c.queue(scope)
 	counted := true // in the process's demand until it holds a lease
@@ -355,7 +366,8 @@ func (c *Client) Before(ctx context.Context, scope string, l Local, paced bool) 
 		c.asked(scope, true, asker)
 		c.done(scope) // it holds a lease: no longer a demand beyond the leases held
 		counted = false
-		return c.hold(ctx, scope, l, lease, paced)
+		turned := waited || busy > 0 // it waited for a turn of the fleet's concurrency
+		return c.hold(ctx, scope, l, lease, ask.Rate, paced && !turned)
 	}
 }
 
@@ -386,9 +398,15 @@ func (c *Client) lease(ctx context.Context, scope string, l Local, want int, ask
 	return lease, ask, nil
 }
 
+// rateSlack is how far the fleet's rate may move, up, while a send waits
+// for its slot, and the slot still count as spaced at it: rounding of the
+// shared state, below any step of the law's.
+const rateSlack = 0.01
+
 // hold keeps the lease a send was granted until its slot of the fleet's
-// schedule, and returns the send.
-func (c *Client) hold(ctx context.Context, scope string, l Local, lease fleet.Lease, paced bool) (Send, error) {
+// schedule, spaced at rate, and returns the send (paced: the local pacer
+// was its bottleneck).
+func (c *Client) hold(ctx context.Context, scope string, l Local, lease fleet.Lease, rate float64, paced bool) (Send, error) {
 	if lease.Delay > c.maxPause {
 		c.GiveBack(scope, l, lease.ID)
 		return Send{}, &TooLongError{Wait: lease.Delay, Paused: lease.Paused > 0, Reason: lease.Reason}
@@ -401,7 +419,15 @@ func (c *Client) hold(ctx context.Context, scope string, l Local, lease fleet.Le
 	// a pause shared while this send waited for its slot voids the slot
 	// (the Notifier told this scope's gate): wait for the pause instead
 	now := c.now()
-	byFleet := lease.Delay > 0 && lease.Paused == 0 && !paced // the fleet's schedule held it back
+	// the fleet's schedule held it back at the rate in force: a slot
+	// spaced at a rate the fleet has since raised (slow start doubled it
+	// while the send waited behind slots spaced at the old) is no
+	// evidence that the new rate binds. Read as such, a fleet whose
+	// schedule runs seconds behind its rate (the leases of the slots
+	// ahead holding its concurrency) doubled it each round while the wire
+	// kept to the rate of two doublings before, and slow start ended at
+	// three times the capacity.
+	byFleet := lease.Delay > 0 && lease.Paused == 0 && l.Rate() <= rate*(1+rateSlack)
 	if l.Waited(now) || (lease.Delay > 0 && c.down.Load()) {
 		// (a slot of a schedule whose store failed since is void too:
 		// this process is on its share now, and the slot is taken again
@@ -409,7 +435,7 @@ func (c *Client) hold(ctx context.Context, scope string, l Local, lease fleet.Le
 		c.GiveBack(scope, l, lease.ID)
 		return Send{}, ErrAgain
 	}
-	return Send{Lease: lease.ID, Full: lease.Full, PacedByFleet: byFleet, Scheduled: lease.Delay > 0, At: now}, nil
+	return Send{Lease: lease.ID, Full: lease.Full, Paced: paced || byFleet, Scheduled: lease.Delay > 0, At: now}, nil
 }
 
 // queue counts a send in Before on scope (done uncounts it) and returns

@@ -20,7 +20,8 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// local is a scope as the client sees it, with a fixed rate and limit.
+// local is a scope as the client sees it, with a rate (setRate moves it)
+// and a fixed limit.
 type local struct {
 	rate  float64
 	limit int
@@ -28,7 +29,17 @@ type local struct {
 	alone bool
 }
 
-func (l *local) Ask(time.Duration) Ask { return Ask{Rate: l.rate, Limit: l.limit} }
+func (l *local) Ask(time.Duration) Ask { return Ask{Rate: l.Rate(), Limit: l.limit} }
+func (l *local) Rate() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rate
+}
+func (l *local) setRate(r float64) {
+	l.mu.Lock()
+	l.rate = r
+	l.mu.Unlock()
+}
 func (l *local) Granted([]byte, uint64, int, float64, bool) {
 	l.mu.Lock()
 	l.alone = false
@@ -198,6 +209,72 @@ func TestTurnWakesTheAsker(t *testing.T) {
 		assert.Equal(t, []time.Duration{hold, 2 * hold, 3 * hold}, got,
 			"b's sends took the lease in turn, each the moment the last came back")
 		assert.Equal(t, []int{0, 1, 2}, order, "in the order they asked")
+	})
+}
+
+// A send is paced (the rate was its bottleneck) when the fleet's schedule
+// held it back at the rate in force, or when the local pacer held it and
+// it waited for no turn of the fleet's concurrency. A slot spaced at a rate
+// the fleet raised while the send waited for it is no evidence that the
+// new rate binds: read as such, slow start doubled a fleet's rate round
+// after round while its schedule ran seconds behind. A send that waited
+// for a turn was held by the concurrency, whatever the pacer did.
+func TestPacedIsTheRatesBottleneck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &fleet.MemoryStore{}
+		a, b := newClient(store), newClient(store)
+		a.Subscribe(func(string, time.Duration, fleet.Reason) {})
+		b.Subscribe(func(string, time.Duration, fleet.Reason) {})
+		defer a.Close()
+		defer b.Close()
+		ctx := context.Background()
+		l := &local{rate: 10, limit: 4} // a slot every 100 ms
+
+		first, err := a.Before(ctx, "s", l, false)
+		require.NoError(t, err)
+		assert.False(t, first.Paced, "sent at once, nothing held it")
+		assert.False(t, first.Scheduled)
+		second, err := a.Before(ctx, "s", l, false)
+		require.NoError(t, err)
+		assert.True(t, second.Scheduled)
+		assert.True(t, second.Paced, "the fleet's schedule held it 100 ms, at the rate in force")
+
+		var raised Send
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			var err error
+			raised, err = a.Before(ctx, "s", l, false)
+			assert.NoError(t, err)
+		}()
+		synctest.Wait() // it waits for its slot, spaced at 10/s
+		l.setRate(20)   // slow start doubles the fleet's rate meanwhile
+		<-done
+		assert.True(t, raised.Scheduled)
+		assert.False(t, raised.Paced, "its slot was spaced at 10/s: no evidence that 20/s binds")
+		for _, s := range []Send{first, second, raised} {
+			a.After("s", l, Report{Lease: s.Lease})
+		}
+
+		// the fleet's concurrency: one lease, a's
+		one := &local{rate: 1000, limit: 1}
+		time.Sleep(time.Second)
+		held, err := a.Before(ctx, "t", one, false)
+		require.NoError(t, err)
+		go func() {
+			time.Sleep(50 * time.Millisecond)
+			a.After("t", one, Report{Lease: held.Lease})
+		}()
+		turned, err := b.Before(ctx, "t", one, true)
+		require.NoError(t, err)
+		assert.False(t, turned.Paced, "the pacer held it, but it waited for a turn of the concurrency")
+		b.After("t", one, Report{Lease: turned.Lease})
+		time.Sleep(time.Second)
+		alone, err := b.Before(ctx, "t", one, true)
+		require.NoError(t, err)
+		assert.False(t, alone.Scheduled)
+		assert.True(t, alone.Paced, "the pacer held it and nothing else did")
+		b.After("t", one, Report{Lease: alone.Lease})
 	})
 }
 
