@@ -91,6 +91,14 @@ func newClient(store fleet.Store, ttl ...time.Duration) *Client {
 	return New(store, cfg)
 }
 
+// listening is a client of store that listens to its notices (turns,
+// pauses), as a Controller's does.
+func listening(store fleet.Store) *Client {
+	c := newClient(store)
+	c.Subscribe(func(string, time.Duration, fleet.Reason) {})
+	return c
+}
+
 // held counts the leases the store holds on scope, by asking for them
 // all as another process with a limit of n, once the demand of every
 // process has gone stale (a process that wants is owed a free lease
@@ -173,9 +181,7 @@ func TestLeaseLifeIsShort(t *testing.T) {
 func TestTurnWakesTheAsker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &fleet.MemoryStore{}
-		a, b := newClient(store), newClient(store)
-		a.Subscribe(func(string, time.Duration, fleet.Reason) {})
-		b.Subscribe(func(string, time.Duration, fleet.Reason) {})
+		a, b := listening(store), listening(store)
 		defer a.Close()
 		defer b.Close()
 		l := &local{rate: 1000, limit: 1}
@@ -222,9 +228,7 @@ func TestTurnWakesTheAsker(t *testing.T) {
 func TestPacedIsTheRatesBottleneck(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &fleet.MemoryStore{}
-		a, b := newClient(store), newClient(store)
-		a.Subscribe(func(string, time.Duration, fleet.Reason) {})
-		b.Subscribe(func(string, time.Duration, fleet.Reason) {})
+		a, b := listening(store), listening(store)
 		defer a.Close()
 		defer b.Close()
 		ctx := context.Background()
@@ -327,9 +331,7 @@ func wait(ctx context.Context, d time.Duration, err error) error {
 func TestTurnBeforeTheRefusalArrives(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &slowReplies{leaseDelay: 50 * time.Millisecond}
-		a, b := newClient(store), newClient(store)
-		a.Subscribe(func(string, time.Duration, fleet.Reason) {})
-		b.Subscribe(func(string, time.Duration, fleet.Reason) {})
+		a, b := listening(store), listening(store)
 		defer a.Close()
 		defer b.Close()
 		l := &local{rate: 2, limit: 1} // a send every 500 ms
