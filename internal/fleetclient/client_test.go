@@ -219,12 +219,13 @@ func TestTurnWakesTheAsker(t *testing.T) {
 }
 
 // A send is paced (the rate was its bottleneck) when the fleet's schedule
-// held it back at the rate in force, or when the local pacer held it and
-// it waited for no turn of the fleet's concurrency. A slot spaced at a rate
-// the fleet raised while the send waited for it is no evidence that the
-// new rate binds: read as such, slow start doubled a fleet's rate round
-// after round while its schedule ran seconds behind. A send that waited
-// for a turn was held by the concurrency, whatever the pacer did.
+// held it back, or when the local pacer held it and it waited for no turn
+// of the fleet's concurrency. A slot spaced at a rate the fleet doubled
+// while the send waited for it is no evidence that the new rate binds:
+// read as such, slow start doubled a fleet's rate round after round while
+// its schedule ran seconds behind. A probe's step is not such a rise. A
+// send that waited for a turn was held by the concurrency, whatever the
+// pacer did.
 func TestPacedIsTheRatesBottleneck(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &fleet.MemoryStore{}
@@ -243,20 +244,27 @@ func TestPacedIsTheRatesBottleneck(t *testing.T) {
 		assert.True(t, second.Scheduled)
 		assert.True(t, second.Paced, "the fleet's schedule held it 100 ms, at the rate in force")
 
-		var raised Send
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			var err error
-			raised, err = a.Before(ctx, "s", l, false)
-			assert.NoError(t, err)
-		}()
-		synctest.Wait() // it waits for its slot, spaced at 10/s
-		l.setRate(20)   // slow start doubles the fleet's rate meanwhile
-		<-done
-		assert.True(t, raised.Scheduled)
-		assert.False(t, raised.Paced, "its slot was spaced at 10/s: no evidence that 20/s binds")
-		for _, s := range []Send{first, second, raised} {
+		// the fleet's rate moves to rate while a send waits for its slot
+		waitWhile := func(rate float64, paced bool) Send {
+			var s Send
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				var err error
+				s, err = a.Before(ctx, "s", l, paced)
+				assert.NoError(t, err)
+			}()
+			synctest.Wait() // it waits for its slot
+			l.setRate(rate)
+			<-done
+			assert.True(t, s.Scheduled)
+			return s
+		}
+		probed := waitWhile(10.3, false) // a probe's first step meanwhile
+		assert.True(t, probed.Paced, "a probe's step: its slot was spaced near enough")
+		doubled := waitWhile(20.6, true) // slow start doubles it meanwhile
+		assert.False(t, doubled.Paced, "its slot was spaced at 10.3/s: no evidence that 20.6/s binds, whatever the pacer did")
+		for _, s := range []Send{first, second, probed, doubled} {
 			a.After("s", l, Report{Lease: s.Lease})
 		}
 

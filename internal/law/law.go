@@ -243,11 +243,6 @@ type Law struct {
 	// told (0: never)
 	fleetAcc float32
 	fleetAt  time.Duration
-	// slow start's end in a fleet, measured by the fleet's count as last
-	// told (FleetAccepted): the rate throttled, and the epoch the end
-	// started, until the next count (0: none pending)
-	sseSent  float32
-	sseEpoch uint32
 }
 
 // Init starts the law at now.
@@ -376,10 +371,10 @@ func (l *Law) Deferred(st *Stamp) {
 
 // Went: the send st stamps, deferred, goes now at rate; paced: the rate
 // was its bottleneck (the fleet's schedule held it back at this rate, or
-// this process's pacer did and nothing else held it); st.InUse, as the caller leaves it: it filled the
-// concurrency limit (the fleet's). It is stamped again as sent now: its
-// answer is judged against the rate and the decreases in force when it
-// went, not when it began to wait.
+// this process's pacer did and nothing else held it); st.InUse, as the
+// caller leaves it: it filled the concurrency limit (the fleet's). It is
+// stamped again as sent now: its answer is judged against the rate and
+// the decreases in force when it went, not when it began to wait.
 func (l *Law) Went(st *Stamp, now time.Duration, rate float64, paced bool) {
 	if l.roundSends < math.MaxUint16 {
 		l.roundSends++
@@ -950,21 +945,6 @@ func (l *Law) FleetAccepted(now time.Duration, perSecond float64) {
 		return
 	}
 	l.fleetAcc, l.fleetAt = float32(perSecond), max(now, 1)
-	if l.sseSent > 0 {
-		// slow start ended on the fleet's count as this process last
-		// heard it, up to a return of its sends old (hundreds of
-		// milliseconds, at a few returns a second per process): the
-		// count that answers the throttle's return is the fleet's
-		// measure at the throttle, as one process's own is at once
-		sent := float64(l.sseSent)
-		l.sseSent = 0
-		if l.epoch == l.sseEpoch && l.ph == Steady {
-			if m := math.Min(perSecond, sent) * (1 - margin); m > l.est {
-				l.est = math.Max(m, l.cfg.MinRate)
-				l.rate = l.est
-			}
-		}
-	}
 }
 
 func (l *Law) ownAccepted(now time.Duration) float64 {
@@ -1141,9 +1121,6 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 		// up from it soon.
 		l.est = math.Max(math.Min(a, sentRate), sentRate/2) * (1 - margin)
 		fast, cut = true, SlowStartEnd
-		if l.fleet {
-			l.sseSent, l.sseEpoch = float32(sentRate), l.epoch+1
-		}
 	case sentRate > l.est*(1+margin/2):
 		// a probe above the estimate failed: the capacity is under the
 		// probe rate, and at least what was accepted over the last second

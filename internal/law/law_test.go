@@ -1146,57 +1146,6 @@ func TestFleetAccepted(t *testing.T) {
 	assert.InDelta(t, 32.0/2*0.97, run(20, 2*time.Second), 1e-6, "a fleet figure two seconds old is not used")
 }
 
-// In a fleet, slow start's end is measured again by the count that
-// answers the throttle's own return: the fleet's count as last heard is
-// up to a return of this process's old (a fixed window's successes still
-// coming in), and read 15/s where the fleet carried 20. The next count
-// raises the estimate to what it says (under the rate throttled, less the
-// margin), never lowers it, and only once; a law alone, or one that has
-// decided again since, is not moved.
-func TestFleetAcceptedAtTheThrottle(t *testing.T) {
-	end := func(fleet bool, stale float64) *law.Law {
-		c := cfg
-		l := new(law.Law)
-		l.Init(&c, 0)
-		at := 5 * sec
-		if fleet {
-			l.FleetAccepted(at-100*ms, stale)
-		}
-		tk := l.Sent(at, 32, 1, false, true)
-		l.Observe(at+ms, tk, law.Throttled)
-		require.Equal(t, law.Steady, l.Phase())
-		return l
-	}
-	half := 32.0 / 2 * 0.97
-	l := end(true, 15)
-	assert.InDelta(t, half, l.Estimate(), 1e-6, "the stale count under half the rate: the rule of half holds")
-	l.FleetAccepted(5*sec+5*ms, 20)
-	assert.InDelta(t, 20*0.97, l.Estimate(), 1e-6, "the count at the throttle: the fleet's 20/s")
-	assert.InDelta(t, 20*0.97, l.Rate(), 1e-6)
-	l.FleetAccepted(5*sec+10*ms, 25)
-	assert.InDelta(t, 20*0.97, l.Estimate(), 1e-6, "once: a later count straddles the next window")
-
-	l = end(true, 15)
-	l.FleetAccepted(5*sec+5*ms, 40)
-	assert.InDelta(t, 32*0.97, l.Estimate(), 1e-6, "never above the rate throttled")
-
-	l = end(true, 15)
-	l.FleetAccepted(5*sec+5*ms, 10)
-	assert.InDelta(t, half, l.Estimate(), 1e-6, "a lower count lowers nothing")
-
-	l = end(false, 0)
-	l.FleetAccepted(5*sec+5*ms, 20)
-	assert.InDelta(t, half, l.Estimate(), 1e-6, "a law alone at its slow start's end is not measured again")
-
-	l = end(true, 15)
-	tk := l.Sent(5*sec+2*ms, half, 1, false, true)
-	l.Observe(5*sec+3*ms, tk, law.Throttled) // a step down: a new epoch
-	est := l.Estimate()
-	require.Less(t, est, half)
-	l.FleetAccepted(5*sec+5*ms, 20)
-	assert.InDelta(t, est, l.Estimate(), 1e-6, "decided again since: the count answers another decision")
-}
-
 // Rising: a send in slow start above the starting rate, or above the
 // estimate (a probe), was at a rate not yet judged clean; one at the
 // starting rate, at the estimate or under it was not.
