@@ -405,8 +405,9 @@ func (c *Client) lease(ctx context.Context, scope string, l Local, want int, ask
 // a probe's step. A probe's first step is 3 %: slots spaced at the
 // estimate it left are near enough, and at a few requests a second their
 // queue (the limit over the rate) fills whole rounds of the probe, which
-// read as not paced could never confirm it (with a 1 % slack, 164 of 164
-// probes at 3/s ended unconfirmed in virtual time, against 5 of 6 before).
+// read as not paced could never confirm it (with a 1 % slack, a review
+// counted 164 of 164 probes unconfirmed at 3/s with 8 processes in virtual
+// time, against 5 of 6 before).
 const staleRise = 1.5
 
 // hold keeps the lease a send was granted until its slot of the fleet's
