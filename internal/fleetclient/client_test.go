@@ -277,10 +277,25 @@ func TestPacedIsTheRatesBottleneck(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 			a.After("t", one, Report{Lease: held.Lease})
 		}()
+		// two of b's sends: the first asks for b, the second waits behind it
+		var behind Send
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			synctest.Wait() // b's first send asks, refused
+			var err error
+			behind, err = b.Before(ctx, "t", one, true)
+			assert.NoError(t, err)
+			b.After("t", one, Report{Lease: behind.Lease})
+		}()
 		turned, err := b.Before(ctx, "t", one, true)
 		require.NoError(t, err)
 		assert.False(t, turned.Paced, "the pacer held it, but it waited for a turn of the concurrency")
+		time.Sleep(50 * time.Millisecond)
 		b.After("t", one, Report{Lease: turned.Lease})
+		<-done
+		assert.False(t, behind.Scheduled)
+		assert.False(t, behind.Paced, "it waited behind its process's asker, then for its turn: the concurrency held it")
 		time.Sleep(time.Second)
 		alone, err := b.Before(ctx, "t", one, true)
 		require.NoError(t, err)
