@@ -20,6 +20,7 @@ import (
 	"github.com/colly-polite/polite"
 	"github.com/colly-polite/polite/adaptive"
 	"github.com/colly-polite/polite/classify"
+	"github.com/colly-polite/polite/internal/demo"
 	"github.com/colly-polite/polite/testserver"
 )
 
@@ -61,13 +62,7 @@ func crawl(t *testing.T, c *colly.Collector, workers int, d time.Duration, base 
 
 // window counts the accepted requests of st that arrived in [from, to).
 func window(st testserver.Stats, from, to time.Duration) int {
-	n := 0
-	for _, a := range st.Accepted {
-		if a >= from && a < to {
-			n++
-		}
-	}
-	return n
+	return demo.CountIn(st.Accepted, from, to)
 }
 
 // rejected counts the requests with status in codes.

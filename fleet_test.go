@@ -19,6 +19,7 @@ import (
 
 	"github.com/colly-polite/polite"
 	"github.com/colly-polite/polite/fleet"
+	"github.com/colly-polite/polite/internal/demo"
 	"github.com/colly-polite/polite/testserver"
 )
 
@@ -662,12 +663,7 @@ func TestFleetWorlds(t *testing.T) {
 			for range seeds {
 				st := fleetCrawlWith(t, n, 6, &fleet.MemoryStore{}, p, 60*time.Second, nil)
 				acc := window(st, 15*time.Second, 60*time.Second)
-				rej := 0
-				for _, at := range st.Rejected {
-					if at >= 15*time.Second && at < 60*time.Second {
-						rej++
-					}
-				}
+				rej := demo.CountIn(st.Rejected, 15*time.Second, 60*time.Second)
 				got = append(got, 100*float64(acc)/45/float64(capacity))
 				assert.Zero(t, st.PauseViolations, "%d/s, %d processes", capacity, n)
 				worstRej = max(worstRej, 100*float64(rej)/float64(max(acc+rej, 1)))

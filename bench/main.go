@@ -107,8 +107,9 @@
 // loopback hosts, a.test (a fixed window of 20/s, 100 ms + 40 ms RTT: the
 // reference family of the single-process figures, low enough for eight
 // processes on two cores; -fleet-capacity sets another window, so that
-// a law whose path happens to suit 20/s is seen elsewhere) and b.test (no limit, 50 ms + 40 ms RTT, under
-// a Rule.Rate of 10/s: a ceiling the fleet must keep as one client), and N
+// a law whose path happens to suit 20/s is seen elsewhere) and b.test
+// (no limit, 50 ms + 40 ms RTT, under a Rule.Rate of 10/s: a ceiling the
+// fleet must keep as one client), and N
 // processes of this program (re-executed with a hidden argument), each with
 // its own Colly collector and adaptive.Attach sharing one Redis, and
 // -fleet-workers goroutines per host, crawling both hosts by name

@@ -434,8 +434,8 @@ func (c *Client) hold(ctx context.Context, scope string, l Local, lease fleet.Le
 	// rate (the leases of the slots ahead holding its concurrency) doubled
 	// it each round while the wire kept to the rate of two doublings
 	// before, and slow start ended at three times the capacity.
-	scheduled := lease.Delay > 0 && lease.Paused == 0
-	stale := scheduled && l.Rate() > rate*staleRise
+	bySchedule := lease.Delay > 0 && lease.Paused == 0 // (Send.Scheduled counts a pause too)
+	stale := bySchedule && l.Rate() > rate*staleRise
 	if l.Waited(now) || (lease.Delay > 0 && c.down.Load()) {
 		// (a slot of a schedule whose store failed since is void too:
 		// this process is on its share now, and the slot is taken again
@@ -443,7 +443,7 @@ func (c *Client) hold(ctx context.Context, scope string, l Local, lease fleet.Le
 		c.GiveBack(scope, l, lease.ID)
 		return Send{}, ErrAgain
 	}
-	return Send{Lease: lease.ID, Full: lease.Full, Paced: (paced || scheduled) && !stale, Scheduled: lease.Delay > 0, At: now}, nil
+	return Send{Lease: lease.ID, Full: lease.Full, Paced: (paced || bySchedule) && !stale, Scheduled: lease.Delay > 0, At: now}, nil
 }
 
 // queue counts a send in Before on scope (done uncounts it) and returns
