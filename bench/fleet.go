@@ -278,8 +278,14 @@ type fleetResult struct {
 	Sent        int     `json:"sent"`
 	Rejected    int     `json:"rejected"`
 	RejectedPct float64 `json:"rejected_pct"`
-	// Violations are testserver's pause violations, both hosts, whole run.
-	Violations int `json:"pause_violations"`
+	// Violations are testserver's pause violations, both hosts, whole run;
+	// ByOthers those by a process the pause was not announced to (another
+	// process was told, and the fleet shares it through the store), and
+	// OthersLateMs the latest of those after the pause began: how long the
+	// process had, at most, to hear of it.
+	Violations   int     `json:"pause_violations"`
+	ByOthers     int     `json:"pause_violations_by_others"`
+	OthersLateMs float64 `json:"others_violation_late_ms"`
 	// CeilingRate is the fleet's rate on b.test after the warm-up, against
 	// Ceiling (Rule.Rate); CeilingMaxBin its busiest second; CeilingKept
 	// whether CeilingRate stayed within 2 % of Ceiling.
@@ -487,6 +493,8 @@ func runFleetCell(ctx context.Context, cfg fleetConfig, env fleetEnv, c cellSpec
 	res.Sent = demo.CountIn(a.Accepted, warm, to) + res.Rejected
 	res.RejectedPct = percent(res.Rejected, res.Sent)
 	res.Violations = a.PauseViolations + b.PauseViolations
+	res.ByOthers = a.PauseViolationsByOthers + b.PauseViolationsByOthers
+	res.OthersLateMs = float64(max(a.OthersViolationLate, b.OthersViolationLate).Microseconds()) / 1000
 	bs := append(slices.Clone(b.Accepted), b.Rejected...)
 	res.CeilingRate = float64(demo.CountIn(bs, warm, to)) / (to - warm).Seconds()
 	res.CeilingMaxBin = slices.Max(append(bins(bs, warm, to), 0))

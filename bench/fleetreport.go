@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -56,7 +57,7 @@ func (r *fleetResult) oneLine() string {
 		s = fmt.Sprintf("a.test %.2f req/s (%.1f %%), rejected %.2f %%; b.test %.2f req/s (ceiling %.0f)",
 			r.Goodput, r.GoodputPct, r.RejectedPct, r.CeilingRate, r.Ceiling)
 	}
-	s += fmt.Sprintf(", violations %d", r.Violations)
+	s += ", violations " + r.violations(true)
 	if sh := r.judgedShares(); sh.judged() {
 		s += fmt.Sprintf("; share x N %.2f-%.2f", sh.MinShareN, sh.MaxShareN)
 	}
@@ -149,8 +150,8 @@ func printFleet(out io.Writer, d *fleetDoc) {
 		if sh := r.judgedShares(); sh.judged() {
 			shLo, shHi = fmt.Sprintf("%.2f", sh.MinShareN), fmt.Sprintf("%.2f", sh.MaxShareN)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%.2f\t%d\t%s\t%d\t%d\t%d\t%.1f s\t%.2f ms\t%.2f ms\t%.2f ms\t%.2f\t%.2f\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t\n",
-			label(r), good, pct, rej, r.Violations, shLo, shHi, procLo, procHi, r.CeilingRate, r.CeilingMaxBin, kept,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%d\t%s\t%d\t%d\t%d\t%.1f s\t%.2f ms\t%.2f ms\t%.2f ms\t%.2f\t%.2f\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t\n",
+			label(r), good, pct, rej, r.violations(false), shLo, shHi, procLo, procHi, r.CeilingRate, r.CeilingMaxBin, kept,
 			r.Requests.Started, r.Requests.TimedOut, r.Requests.Unended, r.Requests.SlowestMs/1000,
 			r.Store.MeanMs, r.Store.P50Ms, r.Store.P99Ms, r.Store.CallsPerSend, r.Store.TargetCallsPerSend, r.Store.Failed,
 			r.CPU.BusyPct, r.CPU.FleetPct, r.CPU.RedisPct, r.CPU.OthersPct)
@@ -372,7 +373,7 @@ func (r *fleetResult) misses() []string {
 		lost()
 	}
 	if r.Violations > 0 {
-		miss = append(miss, fmt.Sprintf("%d violations", r.Violations))
+		miss = append(miss, "violations "+r.violations(true))
 	}
 	if !r.CeilingKept {
 		miss = append(miss, fmt.Sprintf("b.test at %.2f req/s > ceiling %.0f", r.CeilingRate, r.Ceiling))
@@ -386,4 +387,20 @@ func writeFleetJSON(path string, d *fleetDoc) error {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// violations is the run's pause violations, and how many of them were by a
+// process that was not told of the pause (another was, and the fleet
+// shares it through the store); long, also at most how long after the
+// pause began.
+func (r *fleetResult) violations(long bool) string {
+	s := strconv.Itoa(r.Violations)
+	switch {
+	case r.ByOthers == 0:
+	case long:
+		s += fmt.Sprintf(" (%d by a process not told, at most %.2f ms after the pause began)", r.ByOthers, r.OthersLateMs)
+	default:
+		s += fmt.Sprintf(" (%d not told)", r.ByOthers)
+	}
+	return s
 }

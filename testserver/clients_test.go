@@ -70,3 +70,47 @@ func TestClientHeaderOff(t *testing.T) {
 		assert.ErrorIs(t, err, testserver.ErrConfig, "%q", bad)
 	}
 }
+
+// With Config.ClientHeader, a pause violation by a client that was never
+// told of the pause (it was announced to another) is counted apart, with
+// how long after the pause began it arrived; one by the client told, or
+// by one told through an extension, is not.
+func TestPauseViolationsByOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		srv := testserver.NewTest(t, testserver.Config{ClientHeader: "X-Client",
+			Hosts: map[string]testserver.Policy{"a.test": {Limit: fixed(1, 10*time.Second)}}})
+		c := srv.Client()
+		send := func(client string) int {
+			req, err := http.NewRequest(http.MethodGet, srv.URL+"/", nil)
+			require.NoError(t, err)
+			req.Header.Set("X-Client", client)
+			resp, err := c.Do(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		require.Equal(t, 200, send("1"))
+		require.Equal(t, 429, send("1")) // a pause until 10 s, told to 1
+		sleepUntil(start, 2*time.Second)
+		require.Equal(t, 429, send("2")) // 2 was not told; now it is
+		sleepUntil(start, 3*time.Second)
+		require.Equal(t, 429, send("1"))
+		require.Equal(t, 429, send("2"))
+		st := srv.Stats("a.test")
+		assert.Equal(t, 3, st.PauseViolations)
+		assert.Equal(t, 1, st.PauseViolationsByOthers, "only 2's first")
+		assert.Equal(t, 2*time.Second, st.OthersViolationLate)
+
+		srv2 := testserver.NewTest(t, testserver.Config{
+			Hosts: map[string]testserver.Policy{"a.test": {Limit: fixed(1, 10*time.Second)}}})
+		c = srv2.Client()
+		get(t, c, srv2.URL+"/")
+		get(t, c, srv2.URL+"/")
+		time.Sleep(time.Second)
+		get(t, c, srv2.URL+"/")
+		st = srv2.Stats("a.test")
+		assert.Equal(t, 1, st.PauseViolations)
+		assert.Zero(t, st.PauseViolationsByOthers, "without ClientHeader every request is one client's")
+	})
+}

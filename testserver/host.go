@@ -35,6 +35,8 @@ type host struct {
 	pauses pauses // announced by Retry-After, in arrival times
 
 	requests, robots, violations, banCount int
+	othersViolations                       int           // of violations, by clients not told
+	othersLate                             time.Duration // the latest of those after its pause began
 	byStatus                               map[int]int
 	accepted, rejected, latencies          []time.Duration
 	clients                                map[string]*ClientStats // with Config.ClientHeader only
@@ -74,10 +76,14 @@ func newHost(s *Server, name string, p Policy) *host {
 }
 
 // arrive does the bookkeeping every request shares. h.mu must be held.
-func (h *host) arrive(e time.Duration) {
+func (h *host) arrive(e time.Duration, r *http.Request) {
 	h.requests++
-	if h.pauses.violated(e) {
+	if v := h.pauses.violated(e, h.clientID(r)); v.in {
 		h.violations++
+		if !v.own {
+			h.othersViolations++
+			h.othersLate = max(h.othersLate, v.late)
+		}
 	}
 	h.advance(e)
 }
@@ -124,7 +130,7 @@ func (h *host) halves() (up, down time.Duration) {
 // times, when a request sent at the deadline the client computes arrives:
 // up after the response's arrival + pause, or after the date. h.mu must be
 // held.
-func (h *host) announce(e, pause time.Duration, dated bool) {
+func (h *host) announce(e, pause time.Duration, dated bool, client string) {
 	up, down := h.halves()
 	if x := h.pol.Latency.ExternalRTT; x > 0 {
 		up, down = up+x/2, down+x-x/2
@@ -133,7 +139,7 @@ func (h *host) announce(e, pause time.Duration, dated bool) {
 	if dated {
 		deadline = addSat(e, pause)
 	}
-	h.pauses.add(addSat(e, up+down), addSat(deadline, up))
+	h.pauses.add(addSat(e, up+down), addSat(deadline, up), client)
 }
 
 // announceDelivered announces the pause of a response decided at e once it
@@ -145,7 +151,7 @@ func (h *host) announceDelivered(r *http.Request, e, pause time.Duration, dated 
 		return
 	}
 	h.mu.Lock()
-	h.announce(e, pause, dated)
+	h.announce(e, pause, dated, h.clientID(r))
 	h.mu.Unlock()
 }
 
@@ -168,11 +174,20 @@ func (h *host) reject(e time.Duration, status int, client *ClientStats) {
 
 // client is the record of r's client (Config.ClientHeader), nil without
 // the header configured. h.mu must be held.
+// clientID is r's client, Config.ClientHeader's value ("" without the
+// header, or when the server does not tell clients apart).
+func (h *host) clientID(r *http.Request) string {
+	if h.srv.client == "" {
+		return ""
+	}
+	return r.Header.Get(h.srv.client)
+}
+
 func (h *host) client(r *http.Request) *ClientStats {
 	if h.srv.client == "" {
 		return nil
 	}
-	id := r.Header.Get(h.srv.client)
+	id := h.clientID(r)
 	c := h.clients[id]
 	if c == nil {
 		if h.clients == nil {
@@ -333,18 +348,20 @@ func (h *host) stats(e time.Duration) Stats {
 	defer h.mu.Unlock()
 	maxInFlight, maxQueued := h.pool.peaks()
 	st := Stats{
-		Requests:        h.requests,
-		ByStatus:        make(map[int]int, len(h.byStatus)),
-		Accepted:        append([]time.Duration(nil), h.accepted...),
-		Rejected:        append([]time.Duration(nil), h.rejected...),
-		Latencies:       append([]time.Duration(nil), h.latencies...),
-		MaxInFlight:     maxInFlight,
-		MaxQueued:       maxQueued,
-		PerSecond:       append([]int(nil), h.perSecond...),
-		PauseViolations: h.violations,
-		Robots:          h.robots,
-		Banned:          e < h.banUntil,
-		BanCount:        h.banCount,
+		Requests:                h.requests,
+		ByStatus:                make(map[int]int, len(h.byStatus)),
+		Accepted:                append([]time.Duration(nil), h.accepted...),
+		Rejected:                append([]time.Duration(nil), h.rejected...),
+		Latencies:               append([]time.Duration(nil), h.latencies...),
+		MaxInFlight:             maxInFlight,
+		MaxQueued:               maxQueued,
+		PerSecond:               append([]int(nil), h.perSecond...),
+		PauseViolations:         h.violations,
+		PauseViolationsByOthers: h.othersViolations,
+		OthersViolationLate:     h.othersLate,
+		Robots:                  h.robots,
+		Banned:                  e < h.banUntil,
+		BanCount:                h.banCount,
 	}
 	for k, v := range h.byStatus {
 		st.ByStatus[k] = v
@@ -378,7 +395,7 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	now := time.Now() // under the lock, so that arrivals are in time order
 	e := now.Sub(s.start)
-	h.arrive(e)
+	h.arrive(e, r)
 	if e < h.banUntil {
 		h.reject(e, http.StatusForbidden, h.client(r))
 		qh := h.quota(now, e)
@@ -542,7 +559,7 @@ func (h *host) serveRobots(w http.ResponseWriter, r *http.Request, down time.Dur
 	h.mu.Lock()
 	now := time.Now()
 	e := now.Sub(h.srv.start)
-	h.arrive(e)
+	h.arrive(e, r)
 	h.robots++
 	h.count(h.robotsStatus)
 	var ra string

@@ -1,6 +1,7 @@
 package testserver
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -143,11 +144,35 @@ func TestPauses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var p pauses
 			for _, s := range tc.spans {
-				p.add(s[0], s[1])
+				p.add(s[0], s[1], "")
 			}
 			for _, pr := range tc.probes {
-				assert.Equal(t, pr.want, p.violated(pr.at), "arrival at %d", pr.at)
+				assert.Equal(t, pr.want, p.violated(pr.at, "").in, "arrival at %d", pr.at)
 			}
 		})
 	}
+}
+
+// A pause knows the clients it was told to: a request of another client
+// inside it is not its own client's; an extension tells one more; past
+// maxTold clients every request counts as told. late is the arrival's time
+// after the pause's start.
+func TestPausesTold(t *testing.T) {
+	var p pauses
+	p.add(10, 20, "a")
+	assert.Equal(t, hit{in: true, own: true, late: 1}, p.violated(11, "a"))
+	assert.Equal(t, hit{in: true, own: false, late: 2}, p.violated(12, "b"))
+	p.add(15, 30, "b") // extends the span, and b is told
+	assert.Equal(t, hit{in: true, own: true, late: 6}, p.violated(16, "b"))
+	assert.Equal(t, hit{in: true, own: false, late: 7}, p.violated(17, "c"))
+	assert.Equal(t, hit{}, p.violated(30, "c"), "at its end")
+
+	p.add(40, 50, "0")
+	for i := 1; i < maxTold; i++ {
+		p.add(41, 50, strconv.Itoa(i))
+	}
+	assert.False(t, p.violated(42, "x").own, "%d clients told: x is not one", maxTold)
+	p.add(43, 50, "y")
+	assert.True(t, p.violated(44, "x").own, "more than %d told: every request counts as told", maxTold)
+	assert.Len(t, p.spans[0].by, maxTold, "bounded")
 }

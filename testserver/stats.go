@@ -72,6 +72,21 @@ type Stats struct {
 	// counted either. In real time a request already in flight may arrive
 	// a moment later and be counted.
 	PauseViolations int
+	// PauseViolationsByOthers counts the PauseViolations of requests whose
+	// client (Config.ClientHeader) was never told of the pause: it was
+	// announced only to other clients, in answers to their requests.
+	// Clients that share their pauses (the processes of a fleet, through
+	// their store) learn of such a pause only from each other, later than
+	// the client that was told. Without Config.ClientHeader every request
+	// is one client's, and this is 0. A pause announced to more than eight
+	// clients counts every request inside it as its own client's.
+	PauseViolationsByOthers int
+	// OthersViolationLate is the latest that a request counted in
+	// PauseViolationsByOthers arrived after the start of the pause it fell
+	// in: the most time its client had to hear of the pause from the
+	// clients told (one way through a store and back is a round trip of
+	// it).
+	OthersViolationLate time.Duration
 	// Clients splits Accepted and Rejected by client, when
 	// Config.ClientHeader names a header: the key is its value in the
 	// request ("" without it), and each entry holds that client's share of
