@@ -351,6 +351,7 @@ func (c *core) adoptPause(now, until time.Duration, reason pauseKind, st *settin
 		return false
 	}
 	c.pace.b.Drain(c.gate.pausedUntil)
+	c.law.Idle(now, c.gate.pausedUntil)
 	return true
 }
 

@@ -187,8 +187,9 @@ type Law struct {
 	// pause as one of the rate does, and waits as long
 	capAt      float64
 	capUntil   time.Duration
-	pausedAt   time.Duration // when the last pause was announced
-	fleet      bool          // a fleet's: its state is shared (Shared, Adopt, FleetAccepted, Deferred)
+	pausedAt   time.Duration       // when the last pause was announced
+	idle       [2][2]time.Duration // the last two pauses (Paused, Idle), from and until: a count over them reads low
+	fleet      bool                // a fleet's: its state is shared (Shared, Adopt, FleetAccepted, Deferred)
 	srtt       time.Duration
 	ringTick   int64   // slot number of ring's newest slot
 	ssthresh   float32 // slow start of the limit ends here (whole numbers)
@@ -866,12 +867,25 @@ func (l *Law) HeldUntil() time.Duration { return l.holdUntil }
 // nothing is sent during it, and it sizes the interval between probes.
 func (l *Law) Paused(now, until, d time.Duration) {
 	l.lastPause, l.pausedAt = d, now
+	l.Idle(now, until)
 	if until > l.roundStart {
 		l.roundStart = until
 	}
 	if next := now + l.probeGap(); next > l.nextProbe {
 		l.nextProbe = next
 	}
+}
+
+// Idle records that nothing is sent from now until until: a pause another
+// process of the fleet shared (a pause of this process's own comes with
+// Paused). It sizes nothing; it tells a count of the fleet's that the pause
+// took more of than the second it is read in (accepted).
+func (l *Law) Idle(now, until time.Duration) {
+	if cur := &l.idle[1]; now < cur[1] {
+		cur[1] = max(cur[1], until) // the pause in force, extended
+		return
+	}
+	l.idle[0], l.idle[1] = l.idle[1], [2]time.Duration{now, until}
 }
 
 // Resumed: the scope resumes after its breaker closed or the user
@@ -926,6 +940,13 @@ func (l *Law) accepted(now time.Duration) float64 {
 	switch {
 	case l.fleetAt == 0:
 		return l.ownAccepted(now)
+	case now-l.fleetAt <= time.Second && l.paused(l.fleetAt) > l.paused(now):
+		// a fleet's count is of the second before this process last
+		// heard from its store, up to one of its sends old: if a pause
+		// took more of that second than of this one, it reads low (on
+		// a fixed window of 13/s, 6/s 0.4 s after a pause), and read as
+		// a drop. It is no measurement of this second.
+		return 0
 	case now-l.fleetAt <= time.Second:
 		// a fleet's: this process's count is only its part
 		return math.Max(float64(l.fleetAcc), l.ownAccepted(now))
@@ -934,6 +955,16 @@ func (l *Law) accepted(now time.Duration) float64 {
 	// restarted and has not counted a second yet): this process's part
 	// is no measure of the capacity, and reads as a drop
 	return 0
+}
+
+// paused is how much of the second that ends at end the last two pauses
+// took.
+func (l *Law) paused(end time.Duration) time.Duration {
+	var d time.Duration
+	for _, p := range l.idle {
+		d += max(0, min(end, p[1])-max(end-time.Second, p[0]))
+	}
+	return d
 }
 
 // FleetAccepted tells the law the accepted rate of the whole fleet at now

@@ -1146,6 +1146,41 @@ func TestFleetAccepted(t *testing.T) {
 	assert.InDelta(t, 32.0/2*0.97, run(20, 2*time.Second), 1e-6, "a fleet figure two seconds old is not used")
 }
 
+// In a fleet, the accepted count a process last heard from its store may
+// be older than the throttle it judges: a second that a pause took more of
+// than the throttle's own second reads low, and is no measurement. Taken
+// for one, it read as a drop: 6/s against an estimate of 15.52 on a fixed
+// window of 13/s, 0.4 s after a pause, and the fleet searched back up from
+// 6. The pause may be this process's own (Paused) or one the fleet shared
+// (Idle); a count as fresh as the throttle still measures a drop.
+func TestFleetAcceptedStaleAcrossAPause(t *testing.T) {
+	const est = 15.52
+	run := func(own bool, countAt time.Duration) (string, float64) {
+		c := cfg
+		var l law.Law
+		l.Init(&c, 0)
+		l.Restore(0, est, 4)
+		if own {
+			l.Paused(7000*ms, 8000*ms, time.Second)
+		} else {
+			l.Idle(7000*ms, 8000*ms)
+		}
+		l.FleetAccepted(countAt, 6)
+		at := 8740 * ms
+		tk := l.Sent(at-140*ms, est, 1, false, true)
+		v := l.Observe(at, tk, law.Throttled)
+		return v.Cut.String(), l.Estimate()
+	}
+	for _, own := range []bool{true, false} {
+		cut, e := run(own, 8360*ms) // its second 0.64 s paused, the throttle's 0.26 s
+		assert.Equal(t, "step-down", cut, "own pause %v: a stale count", own)
+		assert.InDelta(t, est*0.97, e, 1e-3, "own pause %v", own)
+		cut, e = run(own, 8740*ms) // as fresh as the throttle
+		assert.Equal(t, "drop-detected", cut, "own pause %v: a fresh count", own)
+		assert.InDelta(t, 6.0, e, 1e-6, "own pause %v", own)
+	}
+}
+
 // Rising: a send in slow start above the starting rate, or above the
 // estimate (a probe), was at a rate not yet judged clean; one at the
 // starting rate, at the estimate or under it was not.
