@@ -172,8 +172,6 @@ func (h *host) reject(e time.Duration, status int, client *ClientStats) {
 	h.count(status)
 }
 
-// client is the record of r's client (Config.ClientHeader), nil without
-// the header configured. h.mu must be held.
 // clientID is r's client, Config.ClientHeader's value ("" without the
 // header, or when the server does not tell clients apart).
 func (h *host) clientID(r *http.Request) string {
@@ -183,6 +181,8 @@ func (h *host) clientID(r *http.Request) string {
 	return r.Header.Get(h.srv.client)
 }
 
+// client is the record of r's client (Config.ClientHeader), nil without
+// the header configured. h.mu must be held.
 func (h *host) client(r *http.Request) *ClientStats {
 	if h.srv.client == "" {
 		return nil

@@ -940,14 +940,16 @@ func (l *Law) accepted(now time.Duration) float64 {
 	switch {
 	case l.fleetAt == 0:
 		return l.ownAccepted(now)
-	case now-l.fleetAt <= time.Second && l.paused(l.fleetAt) > l.paused(now):
-		// a fleet's count is of the second before this process last
-		// heard from its store, up to one of its sends old: if a pause
-		// took more of that second than of this one, it reads low (on
-		// a fixed window of 13/s, 6/s 0.4 s after a pause), and read as
-		// a drop. It is no measurement of this second.
-		return 0
 	case now-l.fleetAt <= time.Second:
+		if l.paused(l.fleetAt) > l.paused(now) {
+			// a fleet's count is of the second before this process
+			// last heard from its store, up to one of its sends old:
+			// if a pause took more of that second than of this one,
+			// it reads low (on a fixed window of 13/s, 6/s 0.4 s
+			// after a pause), and read as a drop. It is no
+			// measurement of this second.
+			return 0
+		}
 		// a fleet's: this process's count is only its part
 		return math.Max(float64(l.fleetAcc), l.ownAccepted(now))
 	}
