@@ -20,17 +20,7 @@ func TestClientHeader(t *testing.T) {
 		srv := testserver.NewTest(t, testserver.Config{ClientHeader: "X-Client",
 			Hosts: map[string]testserver.Policy{"a.test": {Limit: fixed(3, time.Second)}}})
 		c := srv.Client()
-		send := func(client string) int {
-			req, err := http.NewRequest(http.MethodGet, srv.URL+"/", nil)
-			require.NoError(t, err)
-			if client != "" {
-				req.Header.Set("X-Client", client)
-			}
-			resp, err := c.Do(req)
-			require.NoError(t, err)
-			resp.Body.Close()
-			return resp.StatusCode
-		}
+		send := func(client string) int { return sendAs(t, c, srv.URL+"/", client) }
 		// second 0: 1, 2, 1 admitted, then 2 and "" refused
 		for _, id := range []string{"1", "2", "1", "2", ""} {
 			send(id)
@@ -81,15 +71,7 @@ func TestPauseViolationsByOthers(t *testing.T) {
 		srv := testserver.NewTest(t, testserver.Config{ClientHeader: "X-Client",
 			Hosts: map[string]testserver.Policy{"a.test": {Limit: fixed(1, 10*time.Second)}}})
 		c := srv.Client()
-		send := func(client string) int {
-			req, err := http.NewRequest(http.MethodGet, srv.URL+"/", nil)
-			require.NoError(t, err)
-			req.Header.Set("X-Client", client)
-			resp, err := c.Do(req)
-			require.NoError(t, err)
-			resp.Body.Close()
-			return resp.StatusCode
-		}
+		send := func(client string) int { return sendAs(t, c, srv.URL+"/", client) }
 		require.Equal(t, 200, send("1"))
 		require.Equal(t, 429, send("1")) // a pause until 10 s, told to 1
 		sleepUntil(start, 2*time.Second)
@@ -113,4 +95,19 @@ func TestPauseViolationsByOthers(t *testing.T) {
 		assert.Equal(t, 1, st.PauseViolations)
 		assert.Zero(t, st.PauseViolationsByOthers, "without ClientHeader every request is one client's")
 	})
+}
+
+// sendAs gets url as client (its X-Client header; none for "") and returns
+// the status.
+func sendAs(t *testing.T, c *http.Client, url, client string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	if client != "" {
+		req.Header.Set("X-Client", client)
+	}
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
 }
