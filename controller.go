@@ -282,6 +282,11 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 			// the sends (and leases) waiting for their slots, here and
 			// elsewhere, are no concurrency at the server
 			p.t.InUse = (p.t.InUse || send.Full) && !send.Scheduled
+			if send.InFlight > 0 {
+				// the fleet's in flight, not this process's part: the
+				// limit an overload leaves is the fleet's
+				p.t.InFlight, p.t.Bound = int32(send.InFlight), send.Scheduled
+			}
 			at := send.At // sent now, not when the local slot was granted
 			if at == 0 {
 				at = c.now() // the store is down: the local view decided

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -211,6 +212,34 @@ func TestFleetReadsNoDropAcrossAPause(t *testing.T) {
 		lg := slog.New(slog.NewTextHandler(&log, nil))
 		fleetCrawlWith(t, 8, 6, &fleet.MemoryStore{}, p, 30*time.Second, nil, polite.Config{Logger: lg})
 		assert.NotContains(t, log.String(), "cause=drop-detected", "fleet %d", i)
+	}
+}
+
+// An overload's in-flight count is the fleet's, as the store counted the
+// leases: the limit it leaves is the fleet's limit. Four processes on a cap
+// of 4 in flight each hold one or two of them; with its own count, the
+// process that got a 503 cut the fleet's limit to 2 or 3 (its in-flight
+// count less one), and every process adopted it.
+func TestFleetOverloadCutsToTheFleetsInFlight(t *testing.T) {
+	p := testserver.Policy{Limit: testserver.Limit{Kind: testserver.Concurrency, MaxConcurrent: 4},
+		Latency: testserver.Latency{Base: 100 * time.Millisecond}}
+	for i := range 8 {
+		var log syncbuf.Buffer
+		lg := slog.New(slog.NewTextHandler(&log, nil))
+		fleetCrawlWith(t, 4, 8, &fleet.MemoryStore{}, p, 30*time.Second, nil, polite.Config{Logger: lg})
+		overloaded := false
+		for line := range strings.Lines(log.String()) {
+			overloaded = overloaded || strings.Contains(line, "status=503")
+			_, after, ok := strings.Cut(line, " limit=")
+			if !overloaded || !ok {
+				continue
+			}
+			var limit float64
+			_, err := fmt.Sscan(after, &limit)
+			require.NoError(t, err, line)
+			assert.GreaterOrEqual(t, limit, 3.0, "fleet %d: %s", i, line)
+		}
+		assert.True(t, overloaded, "fleet %d: the cap answered 503", i)
 	}
 }
 

@@ -257,7 +257,8 @@ func (m *MemoryStore) Lease(_ context.Context, a LeaseRequest) (Lease, error) {
 	s.leases[g.ID] = memoryLease{proc: a.Process, exp: now.Add(a.TTL)}
 	proc.want--
 	s.procs[a.Process] = proc
-	g.Full = limit > 0 && len(s.leases) >= limit
+	g.Held = len(s.leases)
+	g.Full = limit > 0 && g.Held >= limit
 	slot := now
 	if s.tat.After(slot) {
 		slot = s.tat

@@ -166,6 +166,13 @@ type Lease struct {
 	// Full: with this lease, the fleet's concurrency limit is all in use
 	// (the leases held are at the limit asked).
 	Full bool
+	// Held is how many leases the fleet held on the scope with this one
+	// when it was granted (0 with none). The schedule is one sequence: a
+	// lease given with no Delay comes after every slot granted before it,
+	// so Held is then the fleet's requests in flight with this one; with
+	// a Delay it also counts the leases of the sends waiting for their
+	// slots ahead of it, a bound.
+	Held int
 	// Ceiling is the fleet's configured ceiling, req/s (0: none), the
 	// schedule's: see LeaseRequest.
 	Ceiling float64

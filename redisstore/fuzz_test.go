@@ -19,7 +19,7 @@ func FuzzReply(f *testing.F) {
 		if err != nil && !errors.Is(err, ErrReply) {
 			t.Fatalf("acquire: %v is not ErrReply", err)
 		}
-		if err == nil && (g.Delay < 0 || g.Paused < 0 || g.Live < 0) {
+		if err == nil && (g.Delay < 0 || g.Paused < 0 || g.Live < 0 || g.Held < 0) {
 			t.Fatalf("acquire: %+v", g)
 		}
 		st, err := settlementOf(res)

@@ -177,7 +177,8 @@ return 1
 // long a want counts (ms), 11 the caller's configured ceiling (req/s, 0:
 // none, or a finite number above).
 // Returns {lease or "", wait µs, paused µs, reason, state or false,
-// version, live, in use 0/1, the fleet's ceiling as a string ("0": none)}.
+// version, live, in use 0/1, the fleet's ceiling as a string ("0": none),
+// the leases held with this one (0: none granted)}.
 // The fleet's limits are one field, fl: "lim limt ceil ceilt nonet", the
 // highest concurrency limit asked within the want's life and when (ms),
 // the highest configured ceiling of the live processes and when, and when
@@ -273,9 +274,10 @@ else
   sweep(ttl)
 end
 local live = redis.call('ZCARD', KEYS[4])
+local held = 0
 if grant then
   redis.call('ZADD', KEYS[3], now + ttl, ARGV[7])
-  local held = redis.call('ZCARD', KEYS[3])
+  held = redis.call('ZCARD', KEYS[3])
   if held == 1 then made[3] = true end
   redis.call('ZADD', KEYS[4], nowms * 1000 + want - 1, ARGV[1])
   local slot = math.max(tat, now, pause)
@@ -286,7 +288,7 @@ end
 local nfl = string.format('%.0f %.0f %.17g %.0f %.0f', lim, limt, ceil, ceilt, nonet)
 if nfl ~= sc[4] then redis.call('HSET', KEYS[1], 'fl', nfl) end
 touch(keyttl, made)
-return {lease, wait, paused, reason, out, ver, live, inuse, string.format('%.17g', fleetceil)}
+return {lease, wait, paused, reason, out, ver, live, inuse, string.format('%.17g', fleetceil), held}
 `)
 
 // releaseScript: ARGV 1 process, 2 lease ("" for none), 3 pause (µs, 0

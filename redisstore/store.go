@@ -185,7 +185,7 @@ func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, ar
 
 // leaseOf reads acquireScript's reply.
 func leaseOf(res []any) (fleet.Lease, error) {
-	r := reply{op: "lease", v: res, n: 9}
+	r := reply{op: "lease", v: res, n: 10}
 	g := fleet.Lease{
 		ID:      r.str(0),
 		Delay:   r.micros(1),
@@ -196,6 +196,7 @@ func leaseOf(res []any) (fleet.Lease, error) {
 		Live:    int(r.int(6, math.MaxInt32)),
 		Full:    r.int(7, 1) == 1,
 		Ceiling: r.rate(8),
+		Held:    int(r.int(9, math.MaxInt32)),
 	}
 	return g, r.err
 }

@@ -230,6 +230,7 @@ func leases(e *env) {
 	require.NotEmpty(e.t, c2.ID)
 	assert.False(e.t, c1.Full, "one lease of two")
 	assert.True(e.t, c2.Full, "with the second, the limit is all in use")
+	assert.Equal(e.t, []int{1, 2, 0}, []int{c1.Held, c2.Held, c3.Held}, "the leases held with each, none with a refusal")
 	assert.Empty(e.t, c3.ID, "the fleet's limit is in use")
 	assert.Positive(e.t, c3.Delay, "ask again after a while, not at once")
 	e.release(fleet.Return{Scope: "c", Lease: c1.ID})

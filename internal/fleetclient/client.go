@@ -98,6 +98,10 @@ type Send struct {
 	// fleet carried a fraction of it.
 	Paced     bool
 	Scheduled bool // it waited for its slot of the fleet's schedule (or a pause)
+	// InFlight is the fleet's requests in flight with this one as the
+	// store counted them (fleet.Lease.Held; 0 when the store is down):
+	// exact when it was not Scheduled, a bound when it was.
+	InFlight int
 	At        time.Duration
 }
 
@@ -443,7 +447,7 @@ func (c *Client) hold(ctx context.Context, scope string, l Local, lease fleet.Le
 		c.GiveBack(scope, l, lease.ID)
 		return Send{}, ErrAgain
 	}
-	return Send{Lease: lease.ID, Full: lease.Full, Paced: (paced || bySchedule) && !stale, Scheduled: lease.Delay > 0, At: now}, nil
+	return Send{Lease: lease.ID, Full: lease.Full, Paced: (paced || bySchedule) && !stale, Scheduled: lease.Delay > 0, InFlight: lease.Held, At: now}, nil
 }
 
 // queue counts a send in Before on scope (done uncounts it) and returns

@@ -109,9 +109,14 @@ type Stamp struct {
 	Rate     float64 // the pacing rate in force when it was sent
 	Epoch    uint32  // rate decreases before it was sent
 	CEpoch   uint32  // concurrency decreases before it was sent
-	InFlight int32   // requests in flight when it was sent, itself included
-	InUse    bool    // the concurrency limit was in use when it was sent
-	Paced    bool    // a pacer held it back
+	// InFlight is the requests in flight when it was sent, itself
+	// included: in a fleet, the fleet's as its store counted them, which
+	// is a bound (Bound) when the send waited for its slot of the fleet's
+	// schedule (the leases of the sends waiting ahead of it count too).
+	InFlight int32
+	InUse    bool // the concurrency limit was in use when it was sent
+	Paced    bool // a pacer held it back
+	Bound    bool // InFlight is a bound, not a count
 	Round    uint32  // the round it was counted in
 	Cohort   uint32  // the hold's test it belongs to (0: none)
 }
@@ -668,10 +673,11 @@ func (l *Law) Observe(now time.Duration, t Stamp, s Signal) Verdict {
 		// overload leaves (the rate times the successes' round trip)
 		// does not explain it; a burst over the concurrency the server
 		// takes does, and the overload is the concurrency's answer
-		// alone. In a fleet the rate is the fleet's and the in-flight
-		// count this process's: no such test, both are cut.
+		// alone. In a fleet the rate and the in-flight count are the
+		// fleet's; a count that is only a bound (the send waited for
+		// its slot: the rate held it) makes no such test, both are cut.
 		rtt := float64(l.latEMA)
-		burst := !l.fleet && rtt > 0 && t.Rate*rtt < float64(t.InFlight-1)
+		burst := !t.Bound && rtt > 0 && t.Rate*rtt < float64(t.InFlight-1)
 		v.Decreased = l.onOverload(t.CEpoch, int(t.InFlight))
 		if burst && v.Decreased {
 			// the concurrency's probe cost this overload's pause, if
@@ -689,7 +695,7 @@ func (l *Law) Observe(now time.Duration, t Stamp, s Signal) Verdict {
 		if t.Epoch == l.epoch && !burst {
 			v.Cut = l.onThrottle(now, t.Epoch, t.Rate)
 			v.Decreased = v.Cut != NoCut || v.Decreased
-			if v.Cut != NoCut && l.overRow == 1 && !l.fleet {
+			if v.Cut != NoCut && l.overRow == 1 {
 				l.littleFloor(before)
 			}
 		}

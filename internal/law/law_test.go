@@ -36,6 +36,7 @@ type ev struct {
 	inflight int
 	inUse    bool
 	paced    bool // send: the pacer held it back
+	bound    bool // send: inflight is a bound (a fleet's send that waited for its slot)
 	d        time.Duration
 
 	wantRate, wantEst, wantLimit float64
@@ -60,6 +61,11 @@ func play(t *testing.T, c law.Config, evs []ev) {
 		switch e.do {
 		case "send":
 			tickets[e.id] = l.Sent(e.at, e.rate, max(e.inflight, 1), e.inUse, e.paced)
+			if e.bound {
+				st := tickets[e.id]
+				st.Bound = true
+				tickets[e.id] = st
+			}
 		case "ok", "429", "503", "refused":
 			tk, ok := tickets[e.id]
 			require.True(t, ok, "%s: no ticket %d", where, e.id)
@@ -885,17 +891,25 @@ func TestOverloadOfABurst(t *testing.T) {
 	})
 }
 
-// In a fleet the stamped rate is the fleet's and the in-flight count this
-// process's: no burst test, the overload cuts the rate too, as before.
+// In a fleet the stamped rate and in-flight count are the fleet's: the
+// burst test is made as in one process. A count that is only a bound (the
+// send waited for its slot of the fleet's schedule, and the leases of the
+// sends waiting ahead of it count too) makes none: the overload cuts the
+// rate too.
 func TestOverloadOfABurstInAFleet(t *testing.T) {
 	c := cfg
 	c.InitialRate, c.StartConcurrency = 10, 16
-	play(t, c, []ev{
-		{do: "fleet"},
-		{do: "send", id: 100, rate: 10}, {at: 350 * ms, do: "rtt", d: 350 * ms}, {at: 350 * ms, do: "ok", id: 100},
-		{at: 400 * ms, do: "send", id: 1, rate: 10, inflight: 9},
-		{at: 410 * ms, do: "503", id: 1, wantLimit: 8, wantDecreased: yes, wantCut: "slow-start-end"},
-	})
+	for _, bound := range []bool{false, true} {
+		cut := map[bool]string{false: "none", true: "slow-start-end"}[bound]
+		t.Run(cut, func(t *testing.T) {
+			play(t, c, []ev{
+				{do: "fleet"},
+				{do: "send", id: 100, rate: 10}, {at: 350 * ms, do: "rtt", d: 350 * ms}, {at: 350 * ms, do: "ok", id: 100},
+				{at: 400 * ms, do: "send", id: 1, rate: 10, inflight: 9, bound: bound},
+				{at: 410 * ms, do: "503", id: 1, wantLimit: 8, wantDecreased: yes, wantCut: cut},
+			})
+		})
+	}
 }
 
 // An overload that the rate explains (6.79/s over 300 ms holds 2 in
