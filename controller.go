@@ -256,6 +256,9 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 		if c.fleet != nil {
 			s.deferred(&p.t) // counted in the law's round it goes in
 			send, err := c.fleet.Before(ctx, cl.key, fleetScope{c, cl.key, s}, p.t.Paced)
+			if s.fleetAnswered() && err == nil {
+				c.notify(cl.key) // a frontier may hand out the next (reserve)
+			}
 			if err != nil {
 				// the slot goes back; on ErrAgain (a pause the fleet
 				// shared voided the slot, or the store failed) ask again

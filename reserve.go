@@ -92,7 +92,12 @@ func (c *Controller) reserve(req *http.Request) (hook.Reservation, hook.Readines
 			wait hook.Readiness
 			err  error
 		)
-		if len(s.queue) > 0 {
+		if len(s.queue) > 0 || c.fleet != nil && (s.atFleet > 0 || len(s.reservations) > 0) {
+			// behind the scope's line; or, in a fleet, behind a send that
+			// waits for the fleet's lease and slot (or will: reserved).
+			// A frontier's worker given another would wait there too,
+			// held from the scopes that could use it, while the fleet
+			// shares the scope's slots between its processes anyway
 			wait.Notify = true
 		} else {
 			switch d := s.decide(c, now); d.kind {

@@ -25,6 +25,9 @@ type scope struct {
 	// reservations are slots taken ahead of their requests (Controller.Reserve),
 	// oldest first; their sends are counted in flight
 	reservations []reserved
+	// atFleet counts this process's sends waiting for the fleet's lease
+	// and slot (Store): while one waits, reserve hands out no other
+	atFleet int32
 }
 
 func newScope(key string, r *rule, now time.Duration, seed uint64) *scope {
@@ -279,7 +282,17 @@ func (s *scope) idle(now, ttl time.Duration) bool {
 func (s *scope) deferred(t *stamp) {
 	s.mu.Lock()
 	s.core.deferred(t)
+	s.atFleet++
 	s.mu.Unlock()
+}
+
+// fleetAnswered: a send deferred has its answer from the fleet (a lease
+// and its slot, or an error). It reports whether none waits there now.
+func (s *scope) fleetAnswered() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.atFleet--
+	return s.atFleet == 0
 }
 
 // went tells the law that the send t stamps, deferred, goes at now
