@@ -58,6 +58,8 @@ func (c *Controller) cancelReservation(s *scope, key string, id uint64) {
 // request may then wait there for the fleet; if the fleet's concurrency is
 // in use or a pause it shared voids the slot, the reservation's slot is
 // given back and the request waits in the scope's line like any other.
+// While a reserved request has not gone yet or one waits for the fleet,
+// the scope reserves no other (Readiness.Notify: told once it went).
 func (c *Controller) reserve(req *http.Request) (hook.Reservation, hook.Readiness, error) {
 	if req == nil || req.URL == nil {
 		return hook.Reservation{}, hook.Readiness{}, errNoURL

@@ -212,3 +212,80 @@ func TestReserveWithStore(t *testing.T) {
 		require.NoError(t, b.Close())
 	})
 }
+
+// In a fleet, a scope with a send waiting for the fleet's lease (or its
+// slot) hands out no other: a frontier's worker given one would wait there
+// too, held from the scopes that could use it. Here this process may send
+// (its own limit is 2, one in flight) but the fleet's two leases are held
+// by another process. Once the waiting send goes, the scope is ready again
+// and says so (Notify).
+func TestReserveWaitsBehindTheFleet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &leaseStore{}
+		rule := polite.Config{Default: polite.Rule{InitialRate: 1000, StartConcurrency: 2, MaxConcurrency: 2}}
+		rule.Store = store
+		a, err := polite.New(rule)
+		require.NoError(t, err)
+		b, err := polite.New(rule)
+		require.NoError(t, err)
+		req, _ := http.NewRequest("GET", "http://a.test/", nil)
+		ctx := context.Background()
+		ok := &http.Response{StatusCode: 200, Header: http.Header{}}
+
+		var held [2]polite.Permit
+		for i := range held {
+			held[i], err = b.Acquire(ctx, req)
+			require.NoError(t, err)
+			time.Sleep(time.Millisecond) // the next slot of the schedule
+		}
+		var told atomic.Int32
+		stop := hook.Notify(a, func(scope string) {
+			if scope == "a.test" {
+				told.Add(1)
+			}
+		})
+		defer stop()
+
+		cl, _, err := hook.Reserve(a, req)
+		require.NoError(t, err)
+		require.True(t, cl.Held())
+		_, w, err := hook.Reserve(a, req)
+		require.NoError(t, err)
+		assert.True(t, w.Notify, "one reserved and not sent yet: it will wait for the fleet")
+
+		var p polite.Permit
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			p, err = a.Acquire(ctx, req)
+		}()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatal("the request went past the fleet's limit")
+		default:
+		}
+		second, w, err := hook.Reserve(a, req)
+		require.NoError(t, err)
+		assert.False(t, second.Held(), "this process's limit has room, the fleet's has none")
+		assert.True(t, w.Notify, "ask again when told")
+
+		told.Store(0)
+		held[0].Record(ok, nil)
+		<-done
+		require.NoError(t, err)
+		assert.Positive(t, told.Load(), "told once the waiting send went")
+		cl.Cancel()
+		second, _, err = hook.Reserve(a, req)
+		require.NoError(t, err)
+		assert.True(t, second.Held(), "none waits for the fleet: the scope hands out again")
+		second.Cancel()
+
+		p.Record(ok, nil)
+		held[1].Record(ok, nil)
+		assert.Equal(t, store.taken.Load(), store.back.Load(), "every lease given back")
+		require.NoError(t, a.Close())
+		require.NoError(t, b.Close())
+	})
+}
