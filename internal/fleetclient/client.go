@@ -102,7 +102,7 @@ type Send struct {
 	// store counted them (fleet.Lease.Held; 0 when the store is down):
 	// exact when it was not Scheduled, a bound when it was.
 	InFlight int
-	At        time.Duration
+	At       time.Duration
 }
 
 // Report is what one send decided, for the fleet (After): the lease back,

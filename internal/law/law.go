@@ -105,20 +105,20 @@ const (
 // Stamp is what the law needs to judge the answer to one send. It is a
 // value: taking one allocates nothing.
 type Stamp struct {
-	Sent     time.Duration
-	Rate     float64 // the pacing rate in force when it was sent
-	Epoch    uint32  // rate decreases before it was sent
-	CEpoch   uint32  // concurrency decreases before it was sent
+	Sent   time.Duration
+	Rate   float64 // the pacing rate in force when it was sent
+	Epoch  uint32  // rate decreases before it was sent
+	CEpoch uint32  // concurrency decreases before it was sent
 	// InFlight is the requests in flight when it was sent, itself
 	// included: in a fleet, the fleet's as its store counted them, which
 	// is a bound (Bound) when the send waited for its slot of the fleet's
 	// schedule (the leases of the sends waiting ahead of it count too).
 	InFlight int32
-	InUse    bool // the concurrency limit was in use when it was sent
-	Paced    bool // a pacer held it back
-	Bound    bool // InFlight is a bound, not a count
-	Round    uint32  // the round it was counted in
-	Cohort   uint32  // the hold's test it belongs to (0: none)
+	InUse    bool   // the concurrency limit was in use when it was sent
+	Paced    bool   // a pacer held it back
+	Bound    bool   // InFlight is a bound, not a count
+	Round    uint32 // the round it was counted in
+	Cohort   uint32 // the hold's test it belongs to (0: none)
 }
 
 // Verdict is what the law made of one answer.
