@@ -153,16 +153,7 @@ func (f fleetScope) Settled(st fleet.Settlement, sent []byte) {
 		if st.Committed {
 			sf.version, sf.seed = st.Version, sent
 		} else if st.State != nil && st.Version != sf.version {
-			if theirs, ok := refusedDecrease(sent, st.State); ok {
-				// this process's decrease, refused because another
-				// committed first what it decided before that evidence
-				// (a doubling): the fleet's state is taken as the base,
-				// and the law's own, lower, is committed on it at the
-				// next return instead of being dropped
-				sf.version, sf.shared = st.Version, theirs
-			} else {
-				s.adoptShared(now, st.State, st.Version)
-			}
+			s.adoptShared(now, st.State, st.Version)
 		}
 		if st.Paused > 0 {
 			s.adoptPause(now, st.Paused, pauseKind(st.Reason), f.c.st)
@@ -171,14 +162,11 @@ func (f fleetScope) Settled(st fleet.Settlement, sent []byte) {
 	})
 }
 
-// refusedDecrease reports whether sent, a law state a commit carried,
-// holds a decrease that fleet, the store's state that refused it, has not
-// seen (a later rate epoch, each decrease starts one, and a lower rate),
-// with fleet decoded.
-func refusedDecrease(sent, fleet []byte) (law.Shared, bool) {
-	mine, ok1 := decodeShared(sent)
-	theirs, ok2 := decodeShared(fleet)
-	return theirs, ok1 && ok2 && mine.Epoch > theirs.Epoch && mine.Rate < theirs.Rate
+// unseenDecrease reports whether mine, this process's law state, holds a
+// decrease that theirs, the fleet's, has not seen: a later rate epoch
+// (each decrease starts one) and a lower rate.
+func unseenDecrease(mine, theirs law.Shared) bool {
+	return mine.Epoch > theirs.Epoch && mine.Rate < theirs.Rate
 }
 
 // fleetReport is what record decided, for the fleet: the lease back, a
@@ -192,12 +180,24 @@ func fleetReport(lease string, r reaction, now time.Duration, changed []byte, ve
 	return rep
 }
 
-// adoptShared takes the fleet's law state. Called with s.mu held.
+// adoptShared takes the fleet's law state, from a lease granted or a
+// return settled, unless this process's law holds a decrease the fleet
+// has not seen: one not committed yet (its return is under way), or
+// refused because another process committed first what it decided
+// before that evidence (a doubling). The fleet's state is then the base,
+// and the law's own, lower, is committed on it at the next return instead
+// of being dropped: adopted, a 429 at 8/s was lost to the fleet's
+// doubling to 16, and the fleet's slow start went on to 32 on a window
+// of 5. Called with s.mu held.
 func (s *scope) adoptShared(now time.Duration, state []byte, version uint64) {
 	sf := s.fleetView()
 	sh, ok := decodeShared(state)
 	sf.version = version
 	if !ok {
+		return
+	}
+	if unseenDecrease(s.core.shared(now), sh) {
+		sf.shared = sh
 		return
 	}
 	sf.shared = s.core.adoptShared(now, sh)
