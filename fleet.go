@@ -146,20 +146,21 @@ func (f fleetScope) Waited(now time.Duration) bool {
 }
 
 // Settled implements fleetclient.Local: a transition of the decision log.
-func (f fleetScope) Settled(st fleet.Settlement, sent []byte) {
+func (f fleetScope) Settled(st fleet.Settlement, sent []byte) (again []byte, version uint64) {
 	s := f.s
 	s.fleetTransition(f.c, f.key, func(now time.Duration) {
 		sf := s.fleetView()
 		if st.Committed {
 			sf.version, sf.seed = st.Version, sent
-		} else if st.State != nil && st.Version != sf.version {
-			s.adoptShared(now, st.State, st.Version)
+		} else if st.State != nil && st.Version != sf.version && !s.adoptShared(now, st.State, st.Version) {
+			again, version = s.sharedChange(now) // kept: committed at once
 		}
 		if st.Paused > 0 {
 			s.adoptPause(now, st.Paused, pauseKind(st.Reason), f.c.st)
 		}
 		s.core.fleetAccepted(now, st.Accepted)
 	})
+	return again, version
 }
 
 // unseenDecrease reports whether mine, this process's law state, holds a
@@ -188,20 +189,21 @@ func fleetReport(lease string, r reaction, now time.Duration, changed []byte, ve
 // and the law's own, lower, is committed on it at the next return instead
 // of being dropped: adopted, a 429 at 8/s was lost to the fleet's
 // doubling to 16, and the fleet's slow start went on to 32 on a window
-// of 5. Called with s.mu held.
-func (s *scope) adoptShared(now time.Duration, state []byte, version uint64) {
+// of 5. It reports whether it adopted the state. Called with s.mu held.
+func (s *scope) adoptShared(now time.Duration, state []byte, version uint64) bool {
 	sf := s.fleetView()
 	sh, ok := decodeShared(state)
 	sf.version = version
 	if !ok {
-		return
+		return true // nothing to keep against
 	}
 	if unseenDecrease(s.core.shared(now), sh) {
 		sf.shared = sh
-		return
+		return false
 	}
 	sf.shared = s.core.adoptShared(now, sh)
 	sf.seed = encodeShared(sf.shared)
+	return true
 }
 
 // sharedChange returns the law's shared part encoded if it changed since

@@ -149,9 +149,19 @@ func TestRefusedDecreaseIsKept(t *testing.T) {
 				s.mu.Unlock()
 				fs := fleetScope{s: s, c: c, key: "a.test"}
 				if granted {
-					fs.Granted(encodeShared(doubled), 8, 2, 0, false) // another send's lease, before this cut's return
+					// another send's lease, before this cut's return:
+					// the return commits it
+					fs.Granted(encodeShared(doubled), 8, 2, 0, false)
 				} else {
-					fs.Settled(fleet.Settlement{State: encodeShared(doubled), Version: 8}, encodeShared(cut))
+					// its return refused: committed again at once
+					again, version := fs.Settled(fleet.Settlement{State: encodeShared(doubled), Version: 8}, encodeShared(cut))
+					require.NotNil(t, again, "committed again at once")
+					assert.Equal(t, uint64(8), version, "on the fleet's version")
+					kept, _ := decodeShared(again)
+					assert.InDelta(t, 3.88, kept.Rate, 0.01)
+					s.mu.Lock()
+					sf.shared = doubled // as if that commit was refused too
+					s.mu.Unlock()
 				}
 				s.mu.Lock()
 				changed, version := s.sharedChange(time.Second)

@@ -67,8 +67,11 @@ type Local interface {
 	// slot).
 	Waited(now time.Duration) (paused bool)
 	// Settled takes what the store answered to After, and the law state
-	// the report sent (nil for none).
-	Settled(st fleet.Settlement, sent []byte)
+	// the report sent (nil for none). It returns a law state to commit at
+	// once on version (nil for none): a decrease of this process's that
+	// the store refused because another process committed first what it
+	// decided before that evidence.
+	Settled(st fleet.Settlement, sent []byte) (again []byte, version uint64)
 }
 
 // Ask is what a lease request carries of a scope (Local.Ask).
@@ -658,7 +661,23 @@ func (c *Client) put(scope string, l Local, r fleet.Return) {
 	if r.Lease != "" {
 		c.wake(scope, false) // a lease of this process's back: its asker may take it
 	}
-	l.Settled(st, r.State)
+	again, version := l.Settled(st, r.State)
+	if again == nil {
+		return
+	}
+	// a decrease the store refused is committed now, on the fleet's
+	// version, not at this process's next return: that comes after the
+	// decrease's pause, by when the others have doubled again on the
+	// fleet's state (and a second refusal keeps it for that return)
+	ctx, cancel = context.WithTimeout(context.Background(), storeTimeout)
+	st, err = c.store.Return(ctx, fleet.Return{Scope: scope, Process: c.process, State: again, Version: version})
+	cancel()
+	if err != nil {
+		c.failed(scope, err)
+		l.Alone()
+		return
+	}
+	l.Settled(st, again)
 }
 
 // owe notes a lease the store may hold for this process that it does not

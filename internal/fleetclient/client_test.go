@@ -45,9 +45,9 @@ func (l *local) Granted([]byte, uint64, int, float64, bool) {
 	l.alone = false
 	l.mu.Unlock()
 }
-func (l *local) Random() float64                  { return 0.5 }
-func (l *local) Waited(time.Duration) bool        { return false }
-func (l *local) Settled(fleet.Settlement, []byte) {}
+func (l *local) Random() float64                                   { return 0.5 }
+func (l *local) Waited(time.Duration) bool                         { return false }
+func (l *local) Settled(fleet.Settlement, []byte) ([]byte, uint64) { return nil, 0 }
 func (l *local) Alone() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -459,5 +459,44 @@ func TestNoTurnStateLeftBehind(t *testing.T) {
 		defer c.mu.Unlock()
 		assert.Empty(t, c.turns)
 		assert.Empty(t, c.pending)
+	})
+}
+
+// keeper is a scope whose law keeps a decrease the store refused, as
+// polite's does when the fleet's state has not seen it.
+type keeper struct {
+	local
+	settled []fleet.Settlement
+}
+
+func (k *keeper) Settled(st fleet.Settlement, _ []byte) ([]byte, uint64) {
+	k.settled = append(k.settled, st)
+	if st.Committed || st.State == nil {
+		return nil, 0
+	}
+	return []byte("mine, lower"), st.Version
+}
+
+// A decrease the store refused (another process committed first) and the
+// law kept is committed at once on the fleet's version, not at the
+// process's next return: that comes after the decrease's pause, by when
+// the others have doubled again on the fleet's state.
+func TestKeptDecreaseCommittedAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &fleet.MemoryStore{}
+		ctx := context.Background()
+		g, err := store.Lease(ctx, fleet.LeaseRequest{Scope: "a", Process: "other", Rate: 1, Seed: []byte("theirs, doubled"), TTL: time.Second})
+		require.NoError(t, err)
+		c := newClient(store)
+		defer c.Close()
+		k := &keeper{local: local{rate: 1}}
+		c.After("a", k, Report{State: []byte("mine"), Version: g.Version - 1})
+		require.Len(t, k.settled, 2, "refused, then committed again")
+		assert.False(t, k.settled[0].Committed)
+		assert.Equal(t, "theirs, doubled", string(k.settled[0].State))
+		assert.True(t, k.settled[1].Committed, "committed on the fleet's version")
+		g, err = store.Lease(ctx, fleet.LeaseRequest{Scope: "a", Process: "third", Rate: 1, TTL: time.Second})
+		require.NoError(t, err)
+		assert.Equal(t, "mine, lower", string(g.State), "the fleet's state is the kept decrease")
 	})
 }
