@@ -405,6 +405,14 @@ func (c *core) adoptShared(now time.Duration, s law.Shared) law.Shared {
 	return c.law.Shared(now)
 }
 
+// adoptThrottled takes the fleet's law state and applies to it a
+// throttle this process saw that the fleet has not (law.Rethrottle).
+func (c *core) adoptThrottled(now time.Duration, s law.Shared) {
+	c.law.Adopt(now, s)
+	c.law.Rethrottle(now)
+	c.pace.sync(now, c)
+}
+
 // deferred tells the law that the send t stamps waits for the fleet
 // before it goes.
 func (c *core) deferred(t *stamp) { c.law.Deferred(&t.Stamp) }

@@ -152,8 +152,14 @@ func (f fleetScope) Settled(st fleet.Settlement, sent []byte) (again []byte, ver
 		sf := s.fleetView()
 		if st.Committed {
 			sf.version, sf.seed = st.Version, sent
-		} else if st.State != nil && st.Version != sf.version && !s.adoptShared(now, st.State, st.Version) {
-			again, version = s.sharedChange(now) // kept: committed at once
+		} else if st.State != nil {
+			if st.Version != sf.version {
+				s.adoptShared(now, st.State, st.Version)
+			}
+			// what the fleet has not seen (a decrease kept, here or
+			// when a lease brought the fleet's state before this
+			// return) is committed at once on the fleet's version
+			again, version = s.sharedChange(now)
 		}
 		if st.Paused > 0 {
 			s.adoptPause(now, st.Paused, pauseKind(st.Reason), f.c.st)
@@ -182,28 +188,30 @@ func fleetReport(lease string, r reaction, now time.Duration, changed []byte, ve
 }
 
 // adoptShared takes the fleet's law state, from a lease granted or a
-// return settled, unless this process's law holds a decrease the fleet
-// has not seen: one not committed yet (its return is under way), or
-// refused because another process committed first what it decided
-// before that evidence (a doubling). The fleet's state is then the base,
-// and the law's own, lower, is committed on it at the next return instead
-// of being dropped: adopted, a 429 at 8/s was lost to the fleet's
-// doubling to 16, and the fleet's slow start went on to 32 on a window
-// of 5. It reports whether it adopted the state. Called with s.mu held.
-func (s *scope) adoptShared(now time.Duration, state []byte, version uint64) bool {
+// return settled. If this process's law holds a decrease the fleet has not
+// seen (its commit not made yet, or refused because another process
+// committed first what it decided before that evidence: a doubling), the
+// throttle is applied to the fleet's state, at the fleet's rate
+// (law.Rethrottle), and the result is committed on the fleet's version:
+// at once after a return (Settled), else at the next. Adopted as it was,
+// a 429 at 8/s was lost to the fleet's doubling to 16, and the fleet's
+// slow start went on to 32/s on a window of 5/s; kept as it was, the cut
+// read the capacity from a rate the fleet had left (3.88/s). Called with
+// s.mu held.
+func (s *scope) adoptShared(now time.Duration, state []byte, version uint64) {
 	sf := s.fleetView()
 	sh, ok := decodeShared(state)
 	sf.version = version
 	if !ok {
-		return true // nothing to keep against
+		return
 	}
 	if unseenDecrease(s.core.shared(now), sh) {
-		sf.shared = sh
-		return false
+		s.core.adoptThrottled(now, sh)
+		sf.shared = sh // the base the throttle's cut is committed on
+		return
 	}
 	sf.shared = s.core.adoptShared(now, sh)
 	sf.seed = encodeShared(sf.shared)
-	return true
 }
 
 // sharedChange returns the law's shared part encoded if it changed since

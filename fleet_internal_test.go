@@ -111,11 +111,11 @@ func TestAbsurdSharedStateBounded(t *testing.T) {
 // first a state decided before that evidence (a doubling), is not
 // dropped, whether the fleet's state comes back with the return that
 // carried the decrease (its commit refused) or with another send's lease
-// before that return: the law keeps it and commits it on the fleet's
-// version. (The fleet adopted the doubling and met its next 429 at twice
-// the rate: an estimate of 7.76/s for a host of 5 in the shared crawl;
-// adopted from a lease, a 429 at 8/s and a slow start that went on to
-// 32/s on a window of 5.)
+// before that return: the throttle is applied to the fleet's state, at the
+// fleet's rate, and committed at once on the fleet's version. (Adopted as
+// it was, a 429 at 8/s was lost to the doubling to 16 and the fleet's slow
+// start went on to 32/s on a window of 5; kept as it was, the cut read the
+// capacity from the rate the fleet had left, 3.88/s.)
 func TestRefusedDecreaseIsKept(t *testing.T) {
 	base := law.Shared{Rate: 8, Estimate: 0, Step: 0.03, DownStep: 0.03, Limit: 4, Epoch: 3, CEpoch: 1, Phase: law.SlowStart}
 	doubled := base
@@ -149,27 +149,20 @@ func TestRefusedDecreaseIsKept(t *testing.T) {
 				s.mu.Unlock()
 				fs := fleetScope{s: s, c: c, key: "a.test"}
 				if granted {
-					// another send's lease, before this cut's return:
-					// the return commits it
+					// another send's lease, before the cut's return
 					fs.Granted(encodeShared(doubled), 8, 2, 0, false)
-				} else {
-					// its return refused: committed again at once
-					again, version := fs.Settled(fleet.Settlement{State: encodeShared(doubled), Version: 8}, encodeShared(cut))
-					require.NotNil(t, again, "committed again at once")
-					assert.Equal(t, uint64(8), version, "on the fleet's version")
-					kept, _ := decodeShared(again)
-					assert.InDelta(t, 3.88, kept.Rate, 0.01)
-					s.mu.Lock()
-					sf.shared = doubled // as if that commit was refused too
-					s.mu.Unlock()
 				}
+				// the cut's return, refused
+				again, version := fs.Settled(fleet.Settlement{State: encodeShared(doubled), Version: 8}, encodeShared(cut))
+				require.NotNil(t, again, "committed again at once")
+				assert.Equal(t, uint64(8), version, "on the fleet's version")
+				kept, _ := decodeShared(again)
+				assert.InDelta(t, 16/2*0.97, kept.Rate, 0.01, "slow start's end at the fleet's rate, 16/s")
+				assert.Greater(t, kept.Epoch, doubled.Epoch, "a decrease the fleet will see")
 				s.mu.Lock()
-				changed, version := s.sharedChange(time.Second)
 				rate := s.core.shared(time.Second).Rate
 				s.mu.Unlock()
-				assert.InDelta(t, 3.88, rate, 0.01, "the law keeps its cut")
-				require.NotNil(t, changed, "and commits it again")
-				assert.Equal(t, uint64(8), version, "on the fleet's version")
+				assert.InDelta(t, 16/2*0.97, rate, 0.01, "the law's own")
 				require.NoError(t, c.Close())
 			})
 		})

@@ -1251,6 +1251,18 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 	return cut
 }
 
+// Rethrottle applies to the state in force (a fleet's, just adopted) a
+// throttle it has not seen: one this process saw for a send stamped at a
+// rate the fleet has since left (another process doubled it meanwhile,
+// or probed). A throttle is evidence against the rate the fleet sends
+// at, and counts once across the fleet: it is judged at the fleet's
+// rate, not at the stale one it was stamped with, whose cut would set
+// the estimate from a rate the fleet no longer sends at (a 429 at 8/s,
+// while the fleet sent at 16, read as a capacity of 3.88/s).
+func (l *Law) Rethrottle(now time.Duration) Cut {
+	return l.onThrottle(now, l.epoch, l.rate)
+}
+
 // onOverload reacts to an overload for a request sent in cepoch with
 // inflight requests in flight (itself included).
 func (l *Law) onOverload(cepoch uint32, inflight int) bool {
