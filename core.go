@@ -408,8 +408,7 @@ func (c *core) adoptShared(now time.Duration, s law.Shared) law.Shared {
 // adoptThrottled takes the fleet's law state and applies to it a
 // throttle this process saw that the fleet has not (law.Rethrottle).
 func (c *core) adoptThrottled(now time.Duration, s law.Shared) {
-	c.law.Adopt(now, s)
-	c.law.Rethrottle(now)
+	c.law.Rethrottle(now, s)
 	c.pace.sync(now, c)
 }
 

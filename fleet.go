@@ -171,9 +171,11 @@ func (f fleetScope) Settled(st fleet.Settlement, sent []byte) (again []byte, ver
 
 // unseenDecrease reports whether mine, this process's law state, holds a
 // decrease that theirs, the fleet's, has not seen: a later rate epoch
-// (each decrease starts one) and a lower rate.
-func unseenDecrease(mine, theirs law.Shared) bool {
-	return mine.Epoch > theirs.Epoch && mine.Rate < theirs.Rate
+// (each decrease starts one), and a rate lower than theirs and than last,
+// the state this process last adopted or committed (a refusal starts an
+// epoch too, and cuts nothing).
+func unseenDecrease(mine, last, theirs law.Shared) bool {
+	return mine.Epoch > theirs.Epoch && mine.Rate < theirs.Rate && mine.Rate < last.Rate
 }
 
 // fleetReport is what record decided, for the fleet: the lease back, a
@@ -205,9 +207,10 @@ func (s *scope) adoptShared(now time.Duration, state []byte, version uint64) {
 	if !ok {
 		return
 	}
-	if unseenDecrease(s.core.shared(now), sh) {
+	if unseenDecrease(s.core.shared(now), sf.shared, sh) {
 		s.core.adoptThrottled(now, sh)
 		sf.shared = sh // the base the throttle's cut is committed on
+		sf.seed = state
 		return
 	}
 	sf.shared = s.core.adoptShared(now, sh)

@@ -122,11 +122,14 @@ func TestRefusedDecreaseIsKept(t *testing.T) {
 	doubled.Rate = 16
 	cut := base
 	cut.Rate, cut.Estimate, cut.Epoch, cut.Phase = 3.88, 3.88, 4, law.Steady
-	assert.True(t, unseenDecrease(cut, doubled), "a cut the fleet has not seen")
-	assert.False(t, unseenDecrease(doubled, cut), "an increase refused: the fleet's cut wins")
+	assert.True(t, unseenDecrease(cut, base, doubled), "a cut the fleet has not seen")
+	assert.False(t, unseenDecrease(doubled, base, cut), "an increase refused: the fleet's cut wins")
 	same := cut
 	same.Rate = 3.5
-	assert.False(t, unseenDecrease(cut, same), "the same epoch's cut, by another: adopted")
+	assert.False(t, unseenDecrease(cut, base, same), "the same epoch's cut, by another: adopted")
+	refusal := base
+	refusal.Epoch++ // a lockout's refusal starts an epoch, and cuts nothing
+	assert.False(t, unseenDecrease(refusal, base, doubled), "no decrease: the fleet's doubling adopted")
 
 	for _, granted := range []bool{false, true} {
 		t.Run(map[bool]string{false: "settled", true: "granted"}[granted], func(t *testing.T) {

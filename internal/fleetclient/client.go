@@ -68,9 +68,9 @@ type Local interface {
 	Waited(now time.Duration) (paused bool)
 	// Settled takes what the store answered to After, and the law state
 	// the report sent (nil for none). It returns a law state to commit at
-	// once on version (nil for none): a decrease of this process's that
-	// the store refused because another process committed first what it
-	// decided before that evidence.
+	// once on version (nil for none): after a commit the store refused,
+	// a change the fleet has not seen (a throttle of this process's,
+	// applied to the fleet's state).
 	Settled(st fleet.Settlement, sent []byte) (again []byte, version uint64)
 }
 
@@ -375,6 +375,12 @@ func (c *Client) Before(ctx context.Context, scope string, l Local, paced bool) 
 		c.done(scope) // it holds a lease: no longer a demand beyond the leases held
 		counted = false
 		turned := waited || busy > 0 // it waited for a turn of the fleet's concurrency
+		if ask.Limit > 0 {
+			// a store's count is untrusted: never more than the limit
+			// asked (too many in flight would read every overload as a
+			// burst, and cut no rate)
+			lease.Held = min(lease.Held, ask.Limit)
+		}
 		return c.hold(ctx, scope, l, lease, ask.Rate, paced && !turned)
 	}
 }
@@ -668,7 +674,8 @@ func (c *Client) put(scope string, l Local, r fleet.Return) {
 	// a decrease the store refused is committed now, on the fleet's
 	// version, not at this process's next return: that comes after the
 	// decrease's pause, by when the others have doubled again on the
-	// fleet's state (and a second refusal keeps it for that return)
+	// fleet's state. Once: a second refusal (another commit within this
+	// round trip) adopts the fleet's state, and the decrease is lost
 	ctx, cancel = context.WithTimeout(context.Background(), storeTimeout)
 	st, err = c.store.Return(ctx, fleet.Return{Scope: scope, Process: c.process, State: again, Version: version})
 	cancel()

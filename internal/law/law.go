@@ -1259,7 +1259,17 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 // rate, not at the stale one it was stamped with, whose cut would set
 // the estimate from a rate the fleet no longer sends at (a 429 at 8/s,
 // while the fleet sent at 16, read as a capacity of 3.88/s).
-func (l *Law) Rethrottle(now time.Duration) Cut {
+// It adopts s, the fleet's state, first: the decrease this process made
+// on its stale state is undone, and is no earlier decrease that the
+// throttle would escalate; a concurrency cut it made (an overload that
+// cut both) is kept.
+func (l *Law) Rethrottle(now time.Duration, s Shared) Cut {
+	cepoch, limit, ssthresh := l.cepoch, l.limit, l.ssthresh
+	l.lastDecr = 0
+	l.Adopt(now, s)
+	if cepoch > s.CEpoch {
+		l.cepoch, l.limit, l.ssthresh = cepoch, limit, ssthresh
+	}
 	return l.onThrottle(now, l.epoch, l.rate)
 }
 
@@ -1324,8 +1334,8 @@ type Shared struct {
 }
 
 // Shared returns the law's shared part at now; a law asked for it is a
-// fleet's from then on (its rate and estimate are the fleet's, its
-// in-flight counts its own).
+// fleet's from then on (its rate, estimate and limit are the fleet's, and
+// its stamps' in-flight counts, as the caller stamps them: Stamp.InFlight).
 func (l *Law) Shared(now time.Duration) Shared {
 	l.fleet = true
 	return Shared{

@@ -1509,3 +1509,25 @@ func (h *heldLaw) round(d time.Duration, n int, paced bool, fail int) {
 		h.l.Observe(h.at, tk, sig)
 	}
 }
+
+// A throttle re-applied to a fleet's state (Rethrottle) is judged at the
+// fleet's rate as a first step: the cut this process made on its stale
+// state is undone, not taken for an earlier decrease to escalate; a
+// concurrency cut it made is kept.
+func TestRethrottleIsTheFleetsFirstStep(t *testing.T) {
+	var l law.Law
+	c := cfg
+	l.Init(&c, 0)
+	fleetState := law.Shared{Rate: 12, Estimate: 12, Step: 0.03, DownStep: 0.03, Limit: 8, Epoch: 5, CEpoch: 2, Phase: law.Steady}
+	l.Adopt(0, fleetState)
+	now := 10 * time.Second
+	st := l.Sent(now, 12, 8, true, false)
+	l.Observe(now+10*time.Millisecond, st, law.Overloaded) // cuts the rate and the limit
+	require.Less(t, l.Limit(), 8.0)
+	limit := l.Limit()
+	cut := l.Rethrottle(now+20*time.Millisecond, fleetState)
+	assert.Equal(t, law.StepDown, cut)
+	assert.InDelta(t, 12*0.97, l.Estimate(), 1e-9, "a first step from the fleet's 12/s, not an escalated one")
+	assert.Equal(t, limit, l.Limit(), "the overload's concurrency cut is kept")
+	assert.Greater(t, l.Shared(now).CEpoch, fleetState.CEpoch, "and the fleet will see it")
+}
