@@ -171,11 +171,13 @@ func (f fleetScope) Settled(st fleet.Settlement, sent []byte) (again []byte, ver
 
 // unseenDecrease reports whether mine, this process's law state, holds a
 // decrease that theirs, the fleet's, has not seen: a later rate epoch
-// (each decrease starts one), and a rate lower than theirs and than last,
-// the state this process last adopted or committed (a refusal starts an
-// epoch too, and cuts nothing).
-func unseenDecrease(mine, last, theirs law.Shared) bool {
-	return mine.Epoch > theirs.Epoch && mine.Rate < theirs.Rate && mine.Rate < last.Rate
+// (each decrease starts one), and a rate lower than theirs and than the
+// fleet's as this process last adopted or committed it (last, encoded; a
+// refusal starts an epoch too, and cuts nothing). Not the state last sent
+// to be committed: that is the decrease itself, once its return is sent.
+func unseenDecrease(mine law.Shared, last []byte, theirs law.Shared) bool {
+	before, ok := decodeShared(last)
+	return mine.Epoch > theirs.Epoch && mine.Rate < theirs.Rate && (!ok || mine.Rate < before.Rate)
 }
 
 // fleetReport is what record decided, for the fleet: the lease back, a
@@ -207,7 +209,7 @@ func (s *scope) adoptShared(now time.Duration, state []byte, version uint64) {
 	if !ok {
 		return
 	}
-	if unseenDecrease(s.core.shared(now), sf.shared, sh) {
+	if unseenDecrease(s.core.shared(now), sf.seed, sh) {
 		s.core.adoptThrottled(now, sh)
 		sf.shared = sh // the base the throttle's cut is committed on
 		sf.seed = state

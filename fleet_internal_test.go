@@ -122,14 +122,16 @@ func TestRefusedDecreaseIsKept(t *testing.T) {
 	doubled.Rate = 16
 	cut := base
 	cut.Rate, cut.Estimate, cut.Epoch, cut.Phase = 3.88, 3.88, 4, law.Steady
-	assert.True(t, unseenDecrease(cut, base, doubled), "a cut the fleet has not seen")
-	assert.False(t, unseenDecrease(doubled, base, cut), "an increase refused: the fleet's cut wins")
+	last := encodeShared(base)
+	assert.True(t, unseenDecrease(cut, last, doubled), "a cut the fleet has not seen")
+	assert.True(t, unseenDecrease(cut, nil, doubled), "with no state shared before")
+	assert.False(t, unseenDecrease(doubled, last, cut), "an increase refused: the fleet's cut wins")
 	same := cut
 	same.Rate = 3.5
-	assert.False(t, unseenDecrease(cut, base, same), "the same epoch's cut, by another: adopted")
+	assert.False(t, unseenDecrease(cut, last, same), "the same epoch's cut, by another: adopted")
 	refusal := base
 	refusal.Epoch++ // a lockout's refusal starts an epoch, and cuts nothing
-	assert.False(t, unseenDecrease(refusal, base, doubled), "no decrease: the fleet's doubling adopted")
+	assert.False(t, unseenDecrease(refusal, last, doubled), "no decrease: the fleet's doubling adopted")
 
 	for _, granted := range []bool{false, true} {
 		t.Run(map[bool]string{false: "settled", true: "granted"}[granted], func(t *testing.T) {
@@ -148,7 +150,9 @@ func TestRefusedDecreaseIsKept(t *testing.T) {
 				s.mu.Lock()
 				s.core.adoptShared(0, cut) // the law decided the cut
 				sf := s.fleetView()
-				sf.version, sf.shared = 7, base
+				// the fleet's state before it, and the cut sent to be
+				// committed on it
+				sf.version, sf.seed, sf.shared = 7, encodeShared(base), cut
 				s.mu.Unlock()
 				fs := fleetScope{s: s, c: c, key: "a.test"}
 				if granted {
