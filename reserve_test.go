@@ -144,6 +144,22 @@ func (s *leaseStore) Return(ctx context.Context, r fleet.Return) (fleet.Settleme
 	return s.MemoryStore.Return(ctx, r)
 }
 
+// twoInAFleet is two controllers sharing a store (as two processes would),
+// each with a concurrency limit of limit and a high rate, and a request of
+// their scope.
+func twoInAFleet(t *testing.T, limit int) (*leaseStore, *polite.Controller, *polite.Controller, *http.Request) {
+	store := &leaseStore{}
+	rule := polite.Config{Default: polite.Rule{InitialRate: 1000, StartConcurrency: limit, MaxConcurrency: limit}}
+	rule.Store = store
+	a, err := polite.New(rule)
+	require.NoError(t, err)
+	b, err := polite.New(rule)
+	require.NoError(t, err)
+	req, err := http.NewRequest("GET", "http://a.test/", nil)
+	require.NoError(t, err)
+	return store, a, b, req
+}
+
 // With a Store, a reservation holds this process's slot only: reserving
 // does no I/O. The fleet's lease and its schedule's slot are taken when the
 // reserved request is sent, as for any request; while the fleet's
@@ -151,14 +167,7 @@ func (s *leaseStore) Return(ctx context.Context, r fleet.Return) (fleet.Settleme
 // back meanwhile) and never sends past the fleet.
 func TestReserveWithStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &leaseStore{}
-		rule := polite.Config{Default: polite.Rule{InitialRate: 1000, StartConcurrency: 1, MaxConcurrency: 1}}
-		rule.Store = store
-		a, err := polite.New(rule)
-		require.NoError(t, err)
-		b, err := polite.New(rule)
-		require.NoError(t, err)
-		req, _ := http.NewRequest("GET", "http://a.test/", nil)
+		store, a, b, req := twoInAFleet(t, 1)
 		ctx := context.Background()
 
 		held, err := b.Acquire(ctx, req) // the fleet's one slot, in the other process
@@ -221,18 +230,12 @@ func TestReserveWithStore(t *testing.T) {
 // and says so (Notify).
 func TestReserveWaitsBehindTheFleet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := &leaseStore{}
-		rule := polite.Config{Default: polite.Rule{InitialRate: 1000, StartConcurrency: 2, MaxConcurrency: 2}}
-		rule.Store = store
-		a, err := polite.New(rule)
-		require.NoError(t, err)
-		b, err := polite.New(rule)
-		require.NoError(t, err)
-		req, _ := http.NewRequest("GET", "http://a.test/", nil)
+		store, a, b, req := twoInAFleet(t, 2)
 		ctx := context.Background()
 		ok := &http.Response{StatusCode: 200, Header: http.Header{}}
 
 		var held [2]polite.Permit
+		var err error
 		for i := range held {
 			held[i], err = b.Acquire(ctx, req)
 			require.NoError(t, err)
