@@ -160,6 +160,33 @@ func twoInAFleet(t *testing.T, limit int) (*leaseStore, *polite.Controller, *pol
 	return store, a, b, req
 }
 
+// acquireWaits starts an Acquire of req on c that must still wait after a
+// second (the fleet's limit in use elsewhere), and returns what gives its
+// result once it ends.
+func acquireWaits(t *testing.T, c *polite.Controller, req *http.Request) (sent func() (polite.Permit, error)) {
+	t.Helper()
+	var (
+		p   polite.Permit
+		err error
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p, err = c.Acquire(context.Background(), req)
+	}()
+	time.Sleep(time.Second)
+	synctest.Wait()
+	select {
+	case <-done:
+		t.Fatal("the request went past the fleet's limit")
+	default:
+	}
+	return func() (polite.Permit, error) {
+		<-done
+		return p, err
+	}
+}
+
 // With a Store, a reservation holds this process's slot only: reserving
 // does no I/O. The fleet's lease and its schedule's slot are taken when the
 // reserved request is sent, as for any request; while the fleet's
@@ -179,21 +206,9 @@ func TestReserveWithStore(t *testing.T) {
 		require.True(t, cl.Held(), "this process's slot is free: Claim does not ask the store")
 		assert.Equal(t, int64(1), store.taken.Load(), "Claim took no lease")
 
-		var p polite.Permit
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			p, err = a.Acquire(ctx, req)
-		}()
-		time.Sleep(time.Second)
-		synctest.Wait()
-		select {
-		case <-done:
-			t.Fatal("the claimed request went past the fleet's limit")
-		default:
-		}
+		sent := acquireWaits(t, a, req) // the claimed request
 		held.Record(&http.Response{StatusCode: 200, Header: http.Header{}}, nil)
-		<-done
+		p, err := sent()
 		require.NoError(t, err)
 		assert.Equal(t, int64(2), store.taken.Load(), "the claimed request took the fleet's lease when sent")
 		snap, _ := a.Snapshot("a.test")
@@ -256,19 +271,7 @@ func TestReserveWaitsBehindTheFleet(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, w.Notify, "one reserved and not sent yet: it will wait for the fleet")
 
-		var p polite.Permit
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			p, err = a.Acquire(ctx, req)
-		}()
-		time.Sleep(time.Second)
-		synctest.Wait()
-		select {
-		case <-done:
-			t.Fatal("the request went past the fleet's limit")
-		default:
-		}
+		sent := acquireWaits(t, a, req)
 		second, w, err := hook.Reserve(a, req)
 		require.NoError(t, err)
 		assert.False(t, second.Held(), "this process's limit has room, the fleet's has none")
@@ -276,7 +279,7 @@ func TestReserveWaitsBehindTheFleet(t *testing.T) {
 
 		told.Store(0)
 		held[0].Record(ok, nil)
-		<-done
+		p, err := sent()
 		require.NoError(t, err)
 		assert.Positive(t, told.Load(), "told once the waiting send went")
 		cl.Cancel()
