@@ -156,10 +156,13 @@ func (f fleetScope) Settled(st fleet.Settlement, sent []byte) (again []byte, ver
 			if st.Version != sf.version {
 				s.adoptShared(now, st.State, st.Version)
 			}
-			// what the fleet has not seen (a decrease kept, here or
-			// when a lease brought the fleet's state before this
-			// return) is committed at once on the fleet's version
-			again, version = s.sharedChange(now)
+			if sent != nil {
+				// a commit refused: what the fleet has not seen (a
+				// decrease kept, here or when a lease brought the
+				// fleet's state before this return) is committed at
+				// once on the fleet's version
+				again, version = s.sharedChange(now)
+			}
 		}
 		if st.Paused > 0 {
 			s.adoptPause(now, st.Paused, pauseKind(st.Reason), f.c.st)
