@@ -648,43 +648,38 @@ func (c *Client) GiveBack(scope string, l Local, lease string) {
 func (c *Client) put(scope string, l Local, r fleet.Return) {
 	r.Process = c.process
 	c.drop(r.Lease)
-	if c.skip() {
-		// the store is down: the lease goes back when it answers again
-		// (or expires there first)
-		c.owe(scope, r.Lease)
-		return
+	for again := false; ; again = true {
+		if c.skip() {
+			// the store is down: the lease goes back when it answers
+			// again (or expires there first)
+			c.owe(scope, r.Lease)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		st, err := c.store.Return(ctx, r)
+		cancel()
+		if err != nil {
+			c.owe(scope, r.Lease)
+			c.failed(scope, err)
+			l.Alone()
+			return
+		}
+		c.ok(scope)
+		if r.Lease != "" {
+			c.wake(scope, false) // a lease of this process's back: its asker may take it
+		}
+		state, version := l.Settled(st, r.State)
+		if state == nil || again {
+			return
+		}
+		// a decrease the store refused is committed now, on the fleet's
+		// version, not at this process's next return: that comes after
+		// the decrease's pause, by when the others have doubled again on
+		// the fleet's state. Once: a second refusal (another commit
+		// within this round trip) adopts the fleet's state, and the
+		// decrease is lost
+		r = fleet.Return{Scope: scope, Process: c.process, State: state, Version: version}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	st, err := c.store.Return(ctx, r)
-	cancel()
-	if err != nil {
-		c.owe(scope, r.Lease)
-		c.failed(scope, err)
-		l.Alone()
-		return
-	}
-	c.ok(scope)
-	if r.Lease != "" {
-		c.wake(scope, false) // a lease of this process's back: its asker may take it
-	}
-	again, version := l.Settled(st, r.State)
-	if again == nil {
-		return
-	}
-	// a decrease the store refused is committed now, on the fleet's
-	// version, not at this process's next return: that comes after the
-	// decrease's pause, by when the others have doubled again on the
-	// fleet's state. Once: a second refusal (another commit within this
-	// round trip) adopts the fleet's state, and the decrease is lost
-	ctx, cancel = context.WithTimeout(context.Background(), storeTimeout)
-	st, err = c.store.Return(ctx, fleet.Return{Scope: scope, Process: c.process, State: again, Version: version})
-	cancel()
-	if err != nil {
-		c.failed(scope, err)
-		l.Alone()
-		return
-	}
-	l.Settled(st, again)
 }
 
 // owe notes a lease the store may hold for this process that it does not
