@@ -1259,6 +1259,7 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 // rate, not at the stale one it was stamped with, whose cut would set
 // the estimate from a rate the fleet no longer sends at (a 429 at 8/s,
 // while the fleet sent at 16, read as a capacity of 3.88/s).
+//
 // It adopts s, the fleet's state, first: the decrease this process made
 // on its stale state is undone, and is no earlier decrease that the
 // throttle would escalate; a concurrency cut it made (an overload that
