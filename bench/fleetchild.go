@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -510,18 +511,28 @@ type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
-// decisionLog points pc's Logger at BENCH_DECISIONS/<name>-<proc>.log when
-// that variable names a directory: every decision of the process's
+// decisionLog points pc's Logger at BENCH_DECISIONS/<name>-<proc>.<k>.log
+// when that variable names a directory: every decision of the process's
 // controller, for a look at one cell (BENCH_DECISIONS=dir go run ./bench
-// -fleet 8 ..., or -fleet-crawl 2). The function it returns closes the file.
+// -fleet 8 ..., or -fleet-crawl 2). k is the first number free there, so
+// that the runs and cells of one command keep a log each instead of the
+// last overwriting the others (cells and runs go one after another: k
+// counts them, for each proc). The function it returns closes the file.
 func decisionLog(pc *polite.Config, name string, proc int) (func(), error) {
 	dir := os.Getenv("BENCH_DECISIONS")
 	if dir == "" {
 		return func() {}, nil
 	}
-	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.log", name, proc)))
-	if err != nil {
-		return nil, err
+	var f *os.File
+	for k := 1; ; k++ {
+		var err error
+		f, err = os.OpenFile(filepath.Join(dir, fmt.Sprintf("%s-%d.%d.log", name, proc, k)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
 	}
 	pc.Logger = slog.New(slog.NewTextHandler(f, nil)).With("proc", proc)
 	return func() { f.Close() }, nil
