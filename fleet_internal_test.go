@@ -170,6 +170,18 @@ func TestRefusedDecreaseIsKept(t *testing.T) {
 				rate := s.core.shared(time.Second).Rate
 				s.mu.Unlock()
 				assert.InDelta(t, 16/2*0.97, rate, 0.01, "the law's own")
+
+				// that commit refused too: another process doubled again
+				// within its round trip. The law still holds the
+				// decrease, to commit again (fleetclient's put)
+				redoubled := doubled
+				redoubled.Rate = 32
+				again, version = fs.Settled(fleet.Settlement{State: encodeShared(redoubled), Version: 9}, again)
+				require.NotNil(t, again, "what the fleet has not seen, still")
+				assert.Equal(t, uint64(9), version)
+				kept, _ = decodeShared(again)
+				assert.Less(t, kept.Rate, redoubled.Rate, "a decrease, not the doubling")
+				assert.Greater(t, kept.Epoch, redoubled.Epoch, "a decrease the fleet will see")
 				require.NoError(t, c.Close())
 			})
 		})

@@ -203,6 +203,13 @@ type owedLease struct {
 // forgotten (they expire in the store by themselves).
 const maxOwed = 4096
 
+// maxRecommits bounds the store calls one return makes to commit a
+// decrease the store refused, each refusal a commit by another process
+// within the last call's round trip: contention, which a bound keeps off
+// the return's path (the return is off the send's path, but a worker
+// waits for it).
+const maxRecommits = 3
+
 type heldLease struct {
 	scope string
 	renew *time.Timer
@@ -648,7 +655,7 @@ func (c *Client) GiveBack(scope string, l Local, lease string) {
 func (c *Client) put(scope string, l Local, r fleet.Return) {
 	r.Process = c.process
 	c.drop(r.Lease)
-	for again := false; ; again = true {
+	for pass := 1; ; pass++ {
 		if c.skip() {
 			// the store is down: the lease goes back when it answers
 			// again (or expires there first)
@@ -669,15 +676,17 @@ func (c *Client) put(scope string, l Local, r fleet.Return) {
 			c.wake(scope, false) // a lease of this process's back: its asker may take it
 		}
 		state, version := l.Settled(st, r.State)
-		if state == nil || again {
+		if state == nil || pass > maxRecommits {
 			return
 		}
 		// a decrease the store refused is committed now, on the fleet's
 		// version, not at this process's next return: that comes after
 		// the decrease's pause, by when the others have doubled again on
-		// the fleet's state. Once: a second refusal (another commit
-		// within this round trip) adopts the fleet's state, and the
-		// decrease is lost
+		// the fleet's state. Again if refused again (another commit
+		// within this round trip: the Local judges the decrease on that
+		// one too), a few times at most: the Local counts what it hands
+		// back as sent, so a decrease refused more often than that, each
+		// time by a commit within the last's round trip, is lost
 		r = fleet.Return{Scope: scope, Process: c.process, State: state, Version: version}
 	}
 }

@@ -500,3 +500,53 @@ func TestKeptDecreaseCommittedAtOnce(t *testing.T) {
 		assert.Equal(t, "mine, lower", string(g.State), "the fleet's state is the kept decrease")
 	})
 }
+
+// contended is a store where another process commits a state just before
+// each of the next n returns: each commit of this process's is refused.
+type contended struct {
+	*fleet.MemoryStore
+	n int
+}
+
+func (c *contended) Return(ctx context.Context, r fleet.Return) (fleet.Settlement, error) {
+	if c.n > 0 {
+		c.n--
+		g, err := c.MemoryStore.Lease(ctx, fleet.LeaseRequest{Scope: r.Scope, Process: "other", Rate: 1000, TTL: time.Second})
+		if err != nil {
+			return fleet.Settlement{}, err
+		}
+		if _, err := c.MemoryStore.Return(ctx, fleet.Return{Scope: r.Scope, Process: "other", Lease: g.ID, State: []byte("theirs, doubled again"), Version: g.Version}); err != nil {
+			return fleet.Settlement{}, err
+		}
+	}
+	return c.MemoryStore.Return(ctx, r)
+}
+
+// A kept decrease refused again (others committed within each round
+// trip) is committed again, up to maxRecommits times; past that it is
+// lost, and no more store calls are made for it.
+func TestKeptDecreaseCommittedThroughContention(t *testing.T) {
+	for refusals, committed := range map[int]bool{2: true, maxRecommits + 1: false} {
+		synctest.Test(t, func(t *testing.T) {
+			store := &contended{MemoryStore: &fleet.MemoryStore{}}
+			ctx := context.Background()
+			g, err := store.Lease(ctx, fleet.LeaseRequest{Scope: "a", Process: "other", Rate: 1, Seed: []byte("theirs, doubled"), TTL: time.Second})
+			require.NoError(t, err)
+			store.n = refusals
+			c := newClient(store)
+			defer c.Close()
+			k := &keeper{local: local{rate: 1}}
+			c.After("a", k, Report{State: []byte("mine"), Version: g.Version})
+			g, err = store.Lease(ctx, fleet.LeaseRequest{Scope: "a", Process: "third", Rate: 1, TTL: time.Second})
+			require.NoError(t, err)
+			if committed {
+				require.Len(t, k.settled, refusals+1, "refused %d times, then committed", refusals)
+				assert.True(t, k.settled[refusals].Committed)
+				assert.Equal(t, "mine, lower", string(g.State), "the fleet's state is the kept decrease")
+				return
+			}
+			assert.Len(t, k.settled, maxRecommits+1, "bounded")
+			assert.Equal(t, "theirs, doubled again", string(g.State))
+		})
+	}
+}
