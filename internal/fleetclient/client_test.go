@@ -3,6 +3,7 @@ package fleetclient
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -526,27 +527,33 @@ func (c *contended) Return(ctx context.Context, r fleet.Return) (fleet.Settlemen
 // trip) is committed again, up to maxRecommits times; past that it is
 // lost, and no more store calls are made for it.
 func TestKeptDecreaseCommittedThroughContention(t *testing.T) {
-	for refusals, committed := range map[int]bool{2: true, maxRecommits + 1: false} {
-		synctest.Test(t, func(t *testing.T) {
-			store := &contended{MemoryStore: &fleet.MemoryStore{}}
-			ctx := context.Background()
-			g, err := store.Lease(ctx, fleet.LeaseRequest{Scope: "a", Process: "other", Rate: 1, Seed: []byte("theirs, doubled"), TTL: time.Second})
-			require.NoError(t, err)
-			store.n = refusals
-			c := newClient(store)
-			defer c.Close()
-			k := &keeper{local: local{rate: 1}}
-			c.After("a", k, Report{State: []byte("mine"), Version: g.Version})
-			g, err = store.Lease(ctx, fleet.LeaseRequest{Scope: "a", Process: "third", Rate: 1, TTL: time.Second})
-			require.NoError(t, err)
-			if committed {
-				require.Len(t, k.settled, refusals+1, "refused %d times, then committed", refusals)
-				assert.True(t, k.settled[refusals].Committed)
-				assert.Equal(t, "mine, lower", string(g.State), "the fleet's state is the kept decrease")
-				return
-			}
-			assert.Len(t, k.settled, maxRecommits+1, "bounded")
-			assert.Equal(t, "theirs, doubled again", string(g.State))
+	for _, tc := range []struct {
+		refusals  int
+		committed bool
+	}{{2, true}, {maxRecommits + 1, false}} {
+		refusals, committed := tc.refusals, tc.committed
+		t.Run(fmt.Sprintf("refused %d times", refusals), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := &contended{MemoryStore: &fleet.MemoryStore{}}
+				ctx := context.Background()
+				g, err := store.Lease(ctx, fleet.LeaseRequest{Scope: "a", Process: "other", Rate: 1, Seed: []byte("theirs, doubled"), TTL: time.Second})
+				require.NoError(t, err)
+				store.n = refusals
+				c := newClient(store)
+				defer c.Close()
+				k := &keeper{local: local{rate: 1}}
+				c.After("a", k, Report{State: []byte("mine"), Version: g.Version})
+				g, err = store.Lease(ctx, fleet.LeaseRequest{Scope: "a", Process: "third", Rate: 1, TTL: time.Second})
+				require.NoError(t, err)
+				if committed {
+					require.Len(t, k.settled, refusals+1, "refused %d times, then committed", refusals)
+					assert.True(t, k.settled[refusals].Committed)
+					assert.Equal(t, "mine, lower", string(g.State), "the fleet's state is the kept decrease")
+					return
+				}
+				assert.Len(t, k.settled, maxRecommits+1, "bounded")
+				assert.Equal(t, "theirs, doubled again", string(g.State))
+			})
 		})
 	}
 }
