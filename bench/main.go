@@ -1,5 +1,5 @@
 // Bench is the benchmark harness of colly-polite: named scenarios (S1–S11)
-// and the harness's kinds (W1–W11) over real loopback sockets against the
+// and the harness's kinds (W1–W12) over real loopback sockets against the
 // bundled testserver, each crawled in turn by this library and by what a
 // Colly user would pick instead, and tables of how close each came to the
 // server's hidden capacity and how politely.
@@ -13,7 +13,7 @@
 //	go run ./bench -scenario S1,S2 -contender adaptive,limitrule-10
 //	go run ./bench -json results.json       # the table as JSON too
 //	go run ./bench -kinds -duration 60s -runs 3 -contender adaptive   # the kinds, three runs each, 180-s cells (docs/harness.md)
-//	go run ./bench -short                   # smoke run: 2 s cells, 4 at a time, 20 pages in S11 and W9, S1-S11 and W1-W11; nothing is judged
+//	go run ./bench -short                   # smoke run: 2 s cells, 4 at a time, 20 pages in S11 and W9, S1-S11 and W1-W12; nothing is judged
 //
 // Every run counts. -runs N runs each cell N times (run k with -seed + k -
 // 1 for the server's jitter and the baselines' draws) and prints, after the
@@ -24,7 +24,7 @@
 // never chosen: nothing waits for a quiet machine or keeps the least
 // disturbed run.
 //
-// The kinds W1–W11 are the servers the law was measured failing on (nginx
+// The kinds W1–W12 are the servers the law was measured failing on (nginx
 // limit_req with Retry-After 1, a sliding window that counts rejections, a
 // page cost that rises without load, a limiter answering 403, limit_conn,
 // a reload to a lower rate, a whole crawl, 503 without Retry-After), as
@@ -34,7 +34,8 @@
 // 100 ms back, in order, and a new connection waits a round trip for its
 // handshake. W2 is W1 beside a CPU load on every core, in a child process
 // the bench starts and stops (busy.go). W11 has no wire but pages whose
-// cost spreads over 200-500 ms. They run adaptive and limitrule-10, 40
+// cost spreads over 200-500 ms; so has W12, W7's limit_conn 8 with no
+// wire (the client's count in flight is the server's). They run adaptive and limitrule-10, 40
 // workers (W9: S11's crawl).
 //
 // Each cell (scenario × RTT × contender) gets a fresh server and a fresh
@@ -213,7 +214,7 @@ func main() {
 		burnMain(os.Args[2]) // the CPU load of a busy-machine cell
 		return
 	}
-	duration := flag.Duration("duration", 20*time.Second, "length of each cell (scenario × contender), on the server's clock; S10 runs 4 times as long, the kinds W1-W8, W10 and W11 3 times")
+	duration := flag.Duration("duration", 20*time.Second, "length of each cell (scenario × contender), on the server's clock; S10 runs 4 times as long, the kinds W1-W8 and W10-W12 3 times")
 	short := flag.Bool("short", false, "smoke run: 2 s cells, 4 at a time, 20 pages in S11 (unless -duration, -parallel or -pages say otherwise); figures are not meaningful and not judged")
 	only := flag.String("scenario", "", "comma-separated scenarios to run (default: all), e.g. S1,S4")
 	who := flag.String("contender", "", "comma-separated contenders to run (default: all), e.g. adaptive,limitrule-10")
@@ -222,7 +223,7 @@ func main() {
 	jsonOut := flag.String("json", "", "also write the results as JSON to this file")
 	parallel := flag.Int("parallel", 1, "cells to run at once (more than 1 perturbs timing)")
 	runs := flag.Int("runs", 1, "run each cell this many times; every run counts: the table gives each run, then the median and the worst")
-	withKinds := flag.Bool("kinds", false, "run the harness's kinds W1-W11 (the servers the law fails on, 200 ms on the wire) instead of S1-S11")
+	withKinds := flag.Bool("kinds", false, "run the harness's kinds W1-W12 (the servers the law fails on, 200 ms on the wire) instead of S1-S11")
 	verbose := flag.Bool("v", false, "print each cell's accepted and rejected requests per second of the target host")
 	seed := flag.Uint64("seed", 1, "seed of the baselines' random draws and of the server's latency jitter (adaptive keeps its default random seed)")
 	fleet := flag.String("fleet", "", "fleet mode: comma-separated process counts, e.g. 1,2,4,8: that many processes share one Redis (instead of the scenarios)")
@@ -282,7 +283,7 @@ func main() {
 	}
 	*parallel = max(*parallel, 1)
 
-	// -scenario names any; without it, S1-S11, or W1-W11 with -kinds, or
+	// -scenario names any; without it, S1-S11, or W1-W12 with -kinds, or
 	// both in a smoke run
 	set := scenarios
 	switch {
@@ -406,7 +407,7 @@ type cellConfig struct {
 	run   int // 1..-runs
 }
 
-// allScenarios is S1-S11 and the kinds W1-W11.
+// allScenarios is S1-S11 and the kinds W1-W12.
 func allScenarios() []scenario { return slices.Concat(scenarios, kinds) }
 
 // pick selects the items named in the comma-separated list (all if empty).

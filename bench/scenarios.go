@@ -276,6 +276,20 @@ var kinds = []scenario{
 	wireKind("W10", "limit_req 10/s burst 5 answering 503 without Retry-After, 100 ms, 200 ms on the wire", 10,
 		limitReq(10, 5, 100*time.Millisecond, testserver.Excess{Status: 503, RetryAfter: testserver.RetryAfterNone})),
 	spreadKind(),
+	capKind(),
+}
+
+// capKind is W12: W7's concurrency cap with no round trip on the wire,
+// before pages whose cost spreads uniformly over 200-500 ms (350 ms on
+// average): the client's count in flight is the server's, so the cap is
+// one level, as in the simulator's limit_conn at 0 ms.
+func capKind() scenario {
+	p := testserver.Policy{Limit: testserver.Limit{Kind: testserver.Concurrency, MaxConcurrent: 8},
+		Latency: testserver.Latency{Base: 200 * time.Millisecond, Jitter: 300 * time.Millisecond},
+		Excess:  testserver.Excess{RetryAfter: testserver.RetryAfterNone}}
+	sc := wireKind("W12", "limit_conn 8 (503, no Retry-After), pages of 200-500 ms (uniform), no round trip on the wire: 22.9/s", 8/0.35, p)
+	sc.wire = 0
+	return sc
 }
 
 // spreadKind is W11: W1's limiter before pages whose cost spreads

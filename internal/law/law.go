@@ -249,6 +249,13 @@ type Law struct {
 	// told (0: never)
 	fleetAcc float32
 	fleetAt  time.Duration
+
+	// the in-flight count of the last overload (0: none), and the most in
+	// flight a success was sent with since the concurrency decrease
+	// okEpoch (both counting the send itself): a level that failed twice,
+	// no send at it succeeding between, is the server's cap (capLevel)
+	overAt, okAt int32
+	okEpoch      uint32
 }
 
 // Init starts the law at now.
@@ -678,7 +685,16 @@ func (l *Law) Observe(now time.Duration, t Stamp, s Signal) Verdict {
 		// its slot: the rate held it) makes no such test, both are cut.
 		rtt := float64(l.latEMA)
 		burst := !t.Bound && rtt > 0 && t.Rate*rtt < float64(t.InFlight-1)
+		// A level that failed before and at which no send has succeeded
+		// since is the server's cap, whatever the rate: the overload is
+		// the concurrency's, unless the round trip says the server
+		// queues (a rate limiter that delays, then refuses what its
+		// queue cannot hold: too fast, its queue full)
+		burst = burst || l.capLevel(t) && !l.queueing(now, latencyHigh)
 		v.Decreased = l.onOverload(t.CEpoch, int(t.InFlight))
+		if v.Decreased && !t.Bound {
+			l.overAt = t.InFlight
+		}
 		if burst && v.Decreased {
 			// the concurrency's probe cost this overload's pause, if
 			// it paused, else little more than the overload itself
@@ -1000,6 +1016,12 @@ func (l *Law) ownAccepted(now time.Duration) float64 {
 
 func (l *Law) onSuccess(now time.Duration, t Stamp) {
 	inUse := t.InUse
+	if !t.Bound && t.CEpoch >= l.okEpoch {
+		if t.CEpoch > l.okEpoch {
+			l.okEpoch, l.okAt = t.CEpoch, 0
+		}
+		l.okAt = max(l.okAt, t.InFlight)
+	}
 	l.addAccepted(now)
 	l.latency(now, t)
 	l.overRow = 0
@@ -1291,6 +1313,18 @@ func (l *Law) onOverload(cepoch uint32, inflight int) bool {
 	l.ssthresh = float32(l.limit)
 	l.cepoch++
 	return true
+}
+
+// capLevel: the overload t came at the level (its in-flight count) of the
+// last overload, and no send at that level or above has succeeded since
+// the last concurrency decrease: the level is the server's cap. A rate
+// limiter's overloads come at whatever level the rate holds in flight,
+// and sends at that level succeed between them; a concurrency cap's come
+// just above the cap, and always there. A higher level is no evidence:
+// the limit has just grown to it, and nothing was sent there before.
+func (l *Law) capLevel(t Stamp) bool {
+	ok := l.okEpoch == t.CEpoch && l.okAt >= t.InFlight
+	return !t.Bound && t.InFlight == l.overAt && !ok
 }
 
 // littleFloor keeps the concurrency an overload left (it was before at

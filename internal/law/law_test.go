@@ -935,6 +935,64 @@ func TestOverloadKeepsWhatTheRateNeeds(t *testing.T) {
 	})
 }
 
+// A concurrency cap refuses one level in flight, whatever the rate: a
+// second overload at a level that failed before, with no send at that
+// level succeeding since, is the concurrency's. The limit falls under the
+// level and the rate stands (8 in flight at 350 ms: 22.9/s; sending at
+// 24/s needs 8.5 in flight, so Little's law alone took each 503 for the
+// rate's and cut it, 3 % then 6 %, 9 %, 12 %, while the cap's additive
+// increase brought the limit back to 9 again and again: `limit_conn 8`
+// at 0 ms in the simulator, 79.7 % of its capacity in the worst world).
+// The overload is the rate's as before when a send at that level
+// succeeded since (a rate limiter's 503s come at whatever level its rate
+// holds in flight), or when the round trip says the server queues (a
+// limiter that delays, then refuses what its queue cannot hold).
+func TestOverloadAtACap(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		level   int           // the in-flight count of the successes between the two overloads
+		rtt     time.Duration // their round trip
+		wantCut string        // the second overload's
+	}{
+		{"a cap", 8, 350 * ms, "none"},
+		{"a level that succeeded", 9, 350 * ms, "step-down"},
+		{"a queue", 8, 900 * ms, "step-down"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var l law.Law
+			l.Init(&cfg, 0)
+			l.Restore(0, 24, 9)
+			answer := func(at, rtt time.Duration, inflight int, s law.Signal) law.Verdict {
+				tk := l.Sent(at-rtt, l.Rate(), inflight, true, true)
+				if s == law.Success {
+					l.RoundTrip(rtt)
+				}
+				return l.Observe(at, tk, s)
+			}
+			// a round of successes at 8 in flight, 350 ms: the baseline
+			for i := range 24 {
+				answer(400*ms+time.Duration(i)*40*ms, 350*ms, 8, law.Success)
+			}
+			require.InDelta(t, float64(350*ms), float64(l.MinRTT()), float64(time.Millisecond))
+			v := answer(1400*ms, 10*ms, 9, law.Overloaded)
+			require.Equal(t, "step-down", v.Cut.String(), "the first overload at 9: Little's law takes it for the rate's")
+			rate := l.Rate()
+			for i := range 20 {
+				answer(1500*ms+time.Duration(i)*40*ms, tc.rtt, tc.level, law.Success)
+			}
+			v = answer(2400*ms, 10*ms, 9, law.Overloaded)
+			assert.True(t, v.Decreased)
+			assert.Equal(t, tc.wantCut, v.Cut.String())
+			if tc.wantCut == "none" {
+				assert.Equal(t, 8.0, l.Limit(), "the limit under the level that failed")
+				assert.Equal(t, rate, l.Rate(), "the rate stands")
+			} else {
+				assert.Less(t, l.Rate(), rate)
+			}
+		})
+	}
+}
+
 // A server that never says no queues instead: when the round's mean round
 // trip climbs over 1.2 times the unloaded one, the limit falls to the knee;
 // under 1.1 times it may grow.
