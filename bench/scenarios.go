@@ -247,7 +247,7 @@ var crawlSites = []crawlSite{
 			Latency: testserver.Latency{Base: 100 * time.Millisecond}}},
 }
 
-// The harness's kinds, W1-W11 (go run ./bench -kinds): the servers the law
+// The harness's kinds, W1-W12 (go run ./bench -kinds): the servers the law
 // was measured failing on, as the simulator's kinds (adaptive's
 // sim_kinds_test.go) model them, over a round trip on the wire. They run
 // adaptive and the static 10-worker rule the measurements compared it

@@ -233,11 +233,13 @@ type Law struct {
 	// the round trip fell with it (a queue) or not (the pages cost more)
 	qTest          bool
 	qN             uint16
+	okAt           int32   // the most in flight a success sent in okEpoch was sent with (atCap)
 	qSum, qSq      float64 // as roundSum and roundSq, over the test's answers
 	qInf           float32 // as roundInf
 	qRTT, qSE      float32 // the suspect round's mean round trip and its standard error, seconds
 	qInf1          float32 // the suspect round's mean in flight
 	qEpoch         uint32  // cepoch of the cut
+	okEpoch        uint32  // the concurrency epoch the last overload's cut began (atCap)
 	qLimit, qSsthr float64 // before the cut
 	qKnee          float64 // the limit if the queue is confirmed
 	qDeep          bool    // the test drained below the knee
@@ -248,14 +250,11 @@ type Law struct {
 	// the fleet's accepted rate (FleetAccepted), req/s, and when it was
 	// told (0: never)
 	fleetAcc float32
-	fleetAt  time.Duration
-
-	// the in-flight count of the last overload (0: none), and the most in
-	// flight a success was sent with since the concurrency decrease
-	// okEpoch (both counting the send itself): a level that failed twice,
-	// no send at it succeeding between, is the server's cap (capLevel)
-	overAt, okAt int32
-	okEpoch      uint32
+	// the in-flight count (itself included) of the send of the last
+	// overload that cut the limit (0: none, or another decrease since):
+	// atCap's; in a hole of the layout, as okAt and okEpoch
+	overAt  int32
+	fleetAt time.Duration
 }
 
 // Init starts the law at now.
@@ -685,15 +684,18 @@ func (l *Law) Observe(now time.Duration, t Stamp, s Signal) Verdict {
 		// its slot: the rate held it) makes no such test, both are cut.
 		rtt := float64(l.latEMA)
 		burst := !t.Bound && rtt > 0 && t.Rate*rtt < float64(t.InFlight-1)
-		// A level that failed before and at which no send has succeeded
-		// since is the server's cap, whatever the rate: the overload is
-		// the concurrency's, unless the round trip says the server
-		// queues (a rate limiter that delays, then refuses what its
-		// queue cannot hold: too fast, its queue full)
-		burst = burst || l.capLevel(t) && !l.queueing(now, latencyHigh)
+		// An in-flight count that failed before, with no send at it
+		// succeeding between, is the server's cap whatever the rate:
+		// the overload is the concurrency's, unless the round trip says
+		// the server queues (a rate limiter that delays, then refuses
+		// what its queue cannot hold: too fast, its queue full).
+		burst = burst || l.atCap(t) && !l.queueing(now, latencyHigh)
 		v.Decreased = l.onOverload(t.CEpoch, int(t.InFlight))
-		if v.Decreased && !t.Bound {
-			l.overAt = t.InFlight
+		if v.Decreased {
+			l.overAt, l.okAt, l.okEpoch = t.InFlight, 0, l.cepoch
+			if t.Bound {
+				l.overAt = 0
+			}
 		}
 		if burst && v.Decreased {
 			// the concurrency's probe cost this overload's pause, if
@@ -914,7 +916,7 @@ func (l *Law) Idle(now, until time.Duration) {
 // unparked it. The estimate (cut by every fresh throttle that opened the
 // breaker) stands; no hold is left over.
 func (l *Law) Resumed(now time.Duration) {
-	l.holdUntil = 0
+	l.holdUntil, l.overAt = 0, 0
 	l.newRound(now)
 	if l.ph != SlowStart {
 		// what opened the breaker (or the park) is over: the estimate it
@@ -1018,7 +1020,9 @@ func (l *Law) onSuccess(now time.Duration, t Stamp) {
 	inUse := t.InUse
 	if !t.Bound && t.CEpoch >= l.okEpoch {
 		if t.CEpoch > l.okEpoch {
-			l.okEpoch, l.okAt = t.CEpoch, 0
+			// another decrease since the last overload: its in-flight
+			// count is no longer in question
+			l.okEpoch, l.okAt, l.overAt = t.CEpoch, 0, 0
 		}
 		l.okAt = max(l.okAt, t.InFlight)
 	}
@@ -1315,16 +1319,19 @@ func (l *Law) onOverload(cepoch uint32, inflight int) bool {
 	return true
 }
 
-// capLevel: the overload t came at the level (its in-flight count) of the
-// last overload, and no send at that level or above has succeeded since
-// the last concurrency decrease: the level is the server's cap. A rate
-// limiter's overloads come at whatever level the rate holds in flight,
-// and sends at that level succeed between them; a concurrency cap's come
-// just above the cap, and always there. A higher level is no evidence:
-// the limit has just grown to it, and nothing was sent there before.
-func (l *Law) capLevel(t Stamp) bool {
-	ok := l.okEpoch == t.CEpoch && l.okAt >= t.InFlight
-	return !t.Bound && t.InFlight == l.overAt && !ok
+// atCap: the overload t came at the in-flight count of the last one,
+// sent since that one's cut with no decrease between, and no send at that
+// count or more succeeded since: the count is the server's cap. A rate
+// limiter's overloads come at whatever count its rate holds in flight,
+// and sends at that count succeed between them; a concurrency cap's come
+// just above the cap, and always there. A higher count is no evidence
+// (the limit has just grown to it, nothing was sent there before); nor is
+// one at the least concurrency, which no cut can lower (the rate must
+// fall then), nor a fleet's (its count is the fleet's, the successes
+// this process's).
+func (l *Law) atCap(t Stamp) bool {
+	return !t.Bound && !l.fleet && t.InFlight == l.overAt && t.CEpoch == l.okEpoch &&
+		l.okAt < t.InFlight && int(t.InFlight) > l.cfg.MinConcurrency
 }
 
 // littleFloor keeps the concurrency an overload left (it was before at
@@ -1436,6 +1443,7 @@ func (l *Law) Adopt(now time.Duration, s Shared) {
 		l.ssthresh = float32(l.limit)
 	}
 	l.epoch, l.cepoch, l.ph = s.Epoch, s.CEpoch, s.Phase
+	l.overAt = 0 // the epochs are the fleet's now (atCap)
 	l.nextProbe = now + min(max(s.NextProbe, 0), maxProbeGap)
 	if s.SinceDecrease > 0 && s.SinceDecrease < now {
 		// the fleet's last decrease, if it is newer than this law's own

@@ -1,6 +1,7 @@
 package law_test
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"testing"
@@ -935,35 +936,58 @@ func TestOverloadKeepsWhatTheRateNeeds(t *testing.T) {
 	})
 }
 
-// A concurrency cap refuses one level in flight, whatever the rate: a
-// second overload at a level that failed before, with no send at that
-// level succeeding since, is the concurrency's. The limit falls under the
-// level and the rate stands (8 in flight at 350 ms: 22.9/s; sending at
-// 24/s needs 8.5 in flight, so Little's law alone took each 503 for the
-// rate's and cut it, 3 % then 6 %, 9 %, 12 %, while the cap's additive
-// increase brought the limit back to 9 again and again: `limit_conn 8`
-// at 0 ms in the simulator, 79.7 % of its capacity in the worst world).
-// The overload is the rate's as before when a send at that level
-// succeeded since (a rate limiter's 503s come at whatever level its rate
-// holds in flight), or when the round trip says the server queues (a
-// limiter that delays, then refuses what its queue cannot hold).
+// A concurrency cap refuses one in-flight count, whatever the rate: a
+// second overload at the count of the last one, with no send at that count
+// succeeding between, is the concurrency's. The limit falls under the
+// count and the rate stands (a cap of 8 at 350 ms carries 22.9/s; a rate
+// over it needs more than 8 in flight, so Little's law alone took each
+// 503 for the rate's and cut it, 3 % then 6 %, 9 %, 12 %, while the cap's
+// additive increase brought the limit back to 9 again and again:
+// `limit_conn 8` at 0 ms in the simulator, 79.7 % of its capacity in the
+// worst world). The overload is the rate's as before when a send at that
+// count or more succeeded between (a rate limiter's 503s come at whatever
+// count its rate holds in flight), when the round trip says the server
+// queues (a limiter that delays, then refuses what its queue cannot hold),
+// at another count, after another decrease, for a count that is a bound
+// or a fleet's, and at the least concurrency (no cut of the limit answers
+// it).
 func TestOverloadAtACap(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		level   int           // the in-flight count of the successes between the two overloads
+		over    int           // the in-flight count of both overloads' sends
+		over2   int           // the second's, if not over
+		ok      int           // that of the successes between them (0: none, the overloads in a row)
 		rtt     time.Duration // their round trip
+		fleet   bool          // the law is a fleet's
+		between bool          // another concurrency decrease between (an overload of a send whose count is a bound)
+		bound   bool          // the second overload's count is a bound
 		wantCut string        // the second overload's
 	}{
-		{"a cap", 8, 350 * ms, "none"},
-		{"a level that succeeded", 9, 350 * ms, "step-down"},
-		{"a queue", 8, 900 * ms, "step-down"},
+		{name: "a cap", over: 9, ok: 8, rtt: 350 * ms, wantCut: "none"},
+		{name: "a count that succeeded", over: 9, ok: 9, rtt: 350 * ms, wantCut: "step-down"},
+		{name: "a higher count that succeeded", over: 9, ok: 10, rtt: 350 * ms, wantCut: "step-down"},
+		{name: "a queue", over: 9, ok: 8, rtt: 900 * ms, wantCut: "step-down"},
+		{name: "a higher count", over: 9, over2: 10, ok: 8, rtt: 350 * ms, wantCut: "step-down"},
+		{name: "another decrease between", over: 9, ok: 8, rtt: 350 * ms, between: true, wantCut: "step-down"},
+		{name: "a bound", over: 9, ok: 8, rtt: 350 * ms, bound: true, wantCut: "step-down"},
+		{name: "a fleet's", over: 9, ok: 8, rtt: 350 * ms, fleet: true, wantCut: "step-down"},
+		// one in flight: no cut of the limit can answer it, the rate must
+		{name: "the least concurrency", over: 1, rtt: 350 * ms, wantCut: "step-down"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var l law.Law
 			l.Init(&cfg, 0)
-			l.Restore(0, 24, 9)
+			l.Restore(0, 30, 9) // 30/s over 350 ms holds 10.5 in flight: Little's law reads each overload at 9 as the rate's
+			if tc.fleet {
+				l.Shared(0)
+			}
+			send := func(at time.Duration, inflight int, bound bool) law.Stamp {
+				tk := l.Sent(at, l.Rate(), inflight, true, true)
+				tk.Bound = bound
+				return tk
+			}
 			answer := func(at, rtt time.Duration, inflight int, s law.Signal) law.Verdict {
-				tk := l.Sent(at-rtt, l.Rate(), inflight, true, true)
+				tk := send(at-rtt, inflight, false)
 				if s == law.Success {
 					l.RoundTrip(rtt)
 				}
@@ -971,20 +995,25 @@ func TestOverloadAtACap(t *testing.T) {
 			}
 			// a round of successes at 8 in flight, 350 ms: the baseline
 			for i := range 24 {
-				answer(400*ms+time.Duration(i)*40*ms, 350*ms, 8, law.Success)
+				answer(400*ms+time.Duration(i)*40*ms, 350*ms, min(8, tc.over), law.Success)
 			}
 			require.InDelta(t, float64(350*ms), float64(l.MinRTT()), float64(time.Millisecond))
-			v := answer(1400*ms, 10*ms, 9, law.Overloaded)
-			require.Equal(t, "step-down", v.Cut.String(), "the first overload at 9: Little's law takes it for the rate's")
-			rate := l.Rate()
-			for i := range 20 {
-				answer(1500*ms+time.Duration(i)*40*ms, tc.rtt, tc.level, law.Success)
+			v := answer(1400*ms, 10*ms, tc.over, law.Overloaded)
+			require.Equal(t, "step-down", v.Cut.String(), "the first overload: Little's law takes it for the rate's")
+			if tc.between {
+				tk := send(1410*ms, 12, true)
+				require.True(t, l.Observe(1420*ms, tk, law.Overloaded).Decreased)
 			}
-			v = answer(2400*ms, 10*ms, 9, law.Overloaded)
+			rate := l.Rate()
+			for i := range 20 * min(tc.ok, 1) {
+				answer(1500*ms+time.Duration(i)*40*ms, tc.rtt, tc.ok, law.Success)
+			}
+			tk := send(2390*ms, cmp.Or(tc.over2, tc.over), tc.bound)
+			v = l.Observe(2400*ms, tk, law.Overloaded)
 			assert.True(t, v.Decreased)
 			assert.Equal(t, tc.wantCut, v.Cut.String())
 			if tc.wantCut == "none" {
-				assert.Equal(t, 8.0, l.Limit(), "the limit under the level that failed")
+				assert.Equal(t, 8.0, l.Limit(), "the limit under the count that failed")
 				assert.Equal(t, rate, l.Rate(), "the rate stands")
 			} else {
 				assert.Less(t, l.Rate(), rate)
