@@ -254,9 +254,8 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 			continue
 		}
 		if c.fleet != nil {
-			s.deferred(&p.t) // counted in the law's round it goes in
-			send, err := c.fleet.Before(ctx, cl.key, fleetScope{c, cl.key, s}, p.t.Paced)
-			if s.fleetAnswered() && err == nil {
+			send, none, err := c.fleetBefore(ctx, cl.key, s, &p.t)
+			if none && err == nil {
 				c.notify(cl.key) // a frontier may hand out the next (reserve)
 			}
 			if err != nil {
@@ -400,6 +399,27 @@ func (c *Controller) finish(p Permit, o *outcome, resp *http.Response, err error
 		e.Err = err
 	}
 	c.events.emit(e)
+}
+
+// fleetBefore asks the fleet for the send t stamps on scope s (a lease, its
+// slot of the shared schedule): t waits there, counted in the law's round
+// it goes in. none: no send of the scope waits for the fleet now. A Store
+// is the user's code: if it panics, the scope is told that t no longer
+// waits and its local slot goes back before the panic goes on, so that the
+// scope is neither held open nor a slot short for good.
+func (c *Controller) fleetBefore(ctx context.Context, key string, s *scope, t *stamp) (send fleetclient.Send, none bool, err error) {
+	s.deferred(t)
+	answered := false
+	defer func() {
+		if !answered {
+			s.fleetAnswered()
+			s.untake(*t, c.now())
+			c.notify(key)
+		}
+	}()
+	send, err = c.fleet.Before(ctx, key, fleetScope{c, key, s}, t.Paced)
+	answered = true
+	return send, s.fleetAnswered(), err
 }
 
 // Events returns the controller's stream of load signals: every throttle,

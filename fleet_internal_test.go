@@ -187,3 +187,55 @@ func TestRefusedDecreaseIsKept(t *testing.T) {
 		})
 	}
 }
+
+// panicOnce is a Store whose first Lease panics: a user's Store is the
+// user's code.
+type panicOnce struct {
+	fleet.MemoryStore
+	done atomic.Bool
+}
+
+func (p *panicOnce) Lease(ctx context.Context, r fleet.LeaseRequest) (fleet.Lease, error) {
+	if p.done.CompareAndSwap(false, true) {
+		panic("store: boom")
+	}
+	return p.MemoryStore.Lease(ctx, r)
+}
+
+// A Store that panics in a send's lease lets the panic go on to the caller,
+// and leaves the scope as it was: the send no longer counted as waiting
+// for the fleet (which held the scope open for a frontier's hand-out) nor
+// as in flight (a slot short for good), and the next send goes.
+func TestStorePanicLeavesTheScopeWhole(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sends atomic.Int64
+		c, err := New(Config{Store: &panicOnce{}, JitterSeed: 1})
+		require.NoError(t, err)
+		req := func() *http.Request {
+			r, err := http.NewRequest(http.MethodGet, "http://a.test/", nil)
+			require.NoError(t, err)
+			return r
+		}
+		func() {
+			defer func() { assert.Equal(t, "store: boom", recover()) }()
+			_, _ = c.Acquire(context.Background(), req())
+			t.Error("Acquire returned: the store's panic was lost")
+		}()
+		c.mu.RLock()
+		s := c.scopes["a.test"]
+		c.mu.RUnlock()
+		require.NotNil(t, s)
+		s.mu.Lock()
+		atFleet := s.atFleet
+		s.mu.Unlock()
+		assert.Zero(t, atFleet, "the send still counted as waiting for the fleet")
+		snap, ok := c.Snapshot("a.test")
+		require.True(t, ok)
+		assert.Zero(t, snap.InFlight, "the panicked send's slot still taken")
+		p, err := c.Acquire(context.Background(), req())
+		require.NoError(t, err)
+		resp, err := tenMillis(&sends).RoundTrip(req())
+		p.Record(resp, err)
+		require.NoError(t, c.Close())
+	})
+}
