@@ -1443,7 +1443,6 @@ func (l *Law) Adopt(now time.Duration, s Shared) {
 		l.ssthresh = float32(l.limit)
 	}
 	l.epoch, l.cepoch, l.ph = s.Epoch, s.CEpoch, s.Phase
-	l.overAt = 0 // the epochs are the fleet's now (atCap)
 	l.nextProbe = now + min(max(s.NextProbe, 0), maxProbeGap)
 	if s.SinceDecrease > 0 && s.SinceDecrease < now {
 		// the fleet's last decrease, if it is newer than this law's own
