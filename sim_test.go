@@ -361,7 +361,7 @@ func simDrive(sc simScenario, st *settings, scopes []*simScope) simResult {
 		case evAnswer:
 			if simTrace != nil {
 				k := s.c.state()
-				simTrace(e.t, fmt.Sprintf("%s answer %d ra %d | rate %.3f lo %.3f %s limit %.1f inflight %d", s.host.Name, e.status, e.ra, k.rate, k.estimate, k.phase, k.limit, k.inflight)+fmt.Sprintf(" | stamp %+v", e.p))
+				simTrace(e.t, fmt.Sprintf("%s answer %d ra %d | rate %.3f lo %.3f %s limit %.1f inflight %d | stamp %+v", s.host.Name, e.status, e.ra, k.rate, k.estimate, k.phase, k.limit, k.inflight, e.p))
 			}
 			now := time.Duration(e.t)
 			o := outcome{status: int(e.status), rtt: now - e.p.Sent}
