@@ -267,13 +267,15 @@ var errBodyCut = fmt.Errorf("polite: the body of a refusal did not arrive within
 // discard drains a little of a body that will not be used, so the
 // connection can be reused, and closes it. Its outcome is recorded first
 // (which releases the slot): the answer is in, and a pause it asks for
-// starts now, not when a slow body ends.
+// starts now, not when a slow body ends. The attempt's context ends only
+// at the Close: net/http closes a connection whose request is cancelled
+// before its body was read to the end.
 func discard(resp *http.Response) {
 	if resp == nil {
 		return
 	}
 	if b, ok := resp.Body.(*body); ok {
-		b.finish(nil)
+		b.record(nil)
 	}
 	cut := time.AfterFunc(bodyBound, func() { _ = resp.Body.Close() })
 	_, _ = io.CopyN(io.Discard, resp.Body, discardBytes)
@@ -365,7 +367,15 @@ func (b *body) Close() error {
 	return err
 }
 
+// finish records the body's outcome (once) and ends the attempt's
+// context.
 func (b *body) finish(readErr error) {
+	b.record(readErr)
+	b.cancel()
+}
+
+// record records the body's outcome, once, and releases the slot.
+func (b *body) record(readErr error) {
 	b.once.Do(func() {
 		o := b.o
 		if readErr != nil {
@@ -376,7 +386,6 @@ func (b *body) finish(readErr error) {
 			}
 		}
 		b.t.c.finish(b.p, &o, b.resp, readErr, b.t.c.now())
-		b.cancel()
 	})
 }
 

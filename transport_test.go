@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/colly-polite/polite"
+	"github.com/colly-polite/polite/adaptive"
 	"github.com/colly-polite/polite/classify"
 	"github.com/colly-polite/polite/testserver"
 )
@@ -292,6 +294,45 @@ func TestPeekFailureReleasesSlot(t *testing.T) {
 					assert.Zero(t, snap.InFlight, "slots held after request %d", i)
 				}
 				assert.Equal(t, 16, srv.Stats("a.test").Requests, "each of 4 requests sent 4 times (3 retries)")
+			})
+		})
+	}
+}
+
+// A refusal the transport retries gives its connection back for reuse: its
+// body is drained before the attempt's context ends. (The fault it guards
+// against: the context was cancelled first, so net/http closed every
+// connection that carried a 429 or a 503. Each refusal then cost a new
+// connection, a handshake more on a real network; and after a pause the
+// sends that waited for one arrived a round trip late, bunched with the
+// next, where a sliding window of 30/s counted 36 in a second and refused
+// again.)
+func TestRetriedRefusalKeepsItsConnection(t *testing.T) {
+	for _, status := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{
+					"a.test": {Limit: fixedWindow(1), Excess: testserver.Excess{Status: status, FixedRetryAfter: time.Second}},
+				}})
+				tr := srv.Transport().Clone()
+				var dials atomic.Int32
+				dial := tr.DialContext
+				tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+					dials.Add(1)
+					return dial(ctx, network, addr)
+				}
+				c := colly.NewCollector(colly.AllowURLRevisit())
+				c.WithTransport(tr)
+				ctrl := adaptive.Attach(c, polite.Config{Robots: new(false), JitterSeed: 1, Default: polite.Rule{MaxRetries: 3}})
+				require.NoError(t, ctrl.Err())
+				a := srv.HostURL("a.test")
+				for i := range 3 {
+					require.NoError(t, c.Visit(fmt.Sprintf("%s/page/%d", a, i)))
+				}
+				st := srv.Stats("a.test")
+				require.NotEmpty(t, st.Rejected, "the window refused a send, and the transport retried it")
+				assert.EqualValues(t, 1, dials.Load(), "one connection for the sends one after another, refusals and all")
+				assertIdle(t, ctrl)
 			})
 		})
 	}
