@@ -278,7 +278,9 @@ func discard(resp *http.Response) {
 		b.record(nil)
 	}
 	cut := time.AfterFunc(bodyBound, func() { _ = resp.Body.Close() })
-	_, _ = io.CopyN(io.Discard, resp.Body, discardBytes)
+	// one byte more than the bound, so that a chunked body of exactly
+	// discardBytes reads its last chunk and ends cleanly
+	_, _ = io.CopyN(io.Discard, resp.Body, discardBytes+1)
 	cut.Stop()
 	_ = resp.Body.Close()
 }

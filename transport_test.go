@@ -315,6 +315,7 @@ func TestRetriedRefusalKeepsItsConnection(t *testing.T) {
 					"a.test": {Limit: fixedWindow(1), Excess: testserver.Excess{Status: status, FixedRetryAfter: time.Second}},
 				}})
 				tr := srv.Transport().Clone()
+				t.Cleanup(tr.CloseIdleConnections)
 				var dials atomic.Int32
 				dial := tr.DialContext
 				tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
