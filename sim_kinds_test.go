@@ -106,6 +106,12 @@ func simKinds(rtt time.Duration) []simScenario {
 		penalty,
 		mix,
 		drift,
+		// the socket bench's W4: an exact log of the last second's
+		// arrivals, refused ones logged too (HAProxy's counter as
+		// tracked before its deny rule), answering a fixed Retry-After
+		with("sliding log 30/s, rejections count, Retry-After 1, 350 ms (W4)", 30, func() simLimiter {
+			return &simSliding{n: 30, w: sec}
+		}, simConstCost(350*ms), 0, 1),
 	}
 }
 
