@@ -195,6 +195,7 @@ type Law struct {
 	pausedAt   time.Duration       // when the last pause was announced
 	idle       [2][2]time.Duration // the last two pauses (Paused, Idle), from and until: a count over them reads low
 	fleet      bool                // a fleet's: its state is shared (Shared, Adopt, FleetAccepted, Deferred)
+	roundUsed  uint16              // sends in this round that filled the concurrency limit (in a hole of the layout)
 	srtt       time.Duration
 	ringTick   int64   // slot number of ring's newest slot
 	ssthresh   float32 // slow start of the limit ends here (whole numbers)
@@ -349,12 +350,7 @@ func (l *Law) Ceiling() float64 { return l.ceil }
 // use or not, and paced when the pacer held it back, and returns its
 // ticket.
 func (l *Law) Sent(now time.Duration, rate float64, inflight int, inUse, paced bool) Stamp {
-	if l.roundSends < math.MaxUint16 {
-		l.roundSends++
-		if paced {
-			l.roundPaced++
-		}
-	}
+	l.countSend(inUse, paced)
 	return Stamp{Sent: now, Rate: rate, Epoch: l.epoch, CEpoch: l.cepoch, InFlight: int32(inflight), InUse: inUse, Paced: paced, Round: l.roundSeq,
 		Cohort: l.cohortSend(now, atLevel(paced, inUse))}
 }
@@ -379,6 +375,25 @@ func (l *Law) Deferred(st *Stamp) {
 	if st.Paced && l.roundPaced > 0 {
 		l.roundPaced--
 	}
+	if st.InUse && l.roundUsed > 0 {
+		l.roundUsed--
+	}
+}
+
+// countSend counts a send in this round: those the pacer held back make
+// the round busy, those that filled the concurrency limit say the limit
+// bound it.
+func (l *Law) countSend(inUse, paced bool) {
+	if l.roundSends == math.MaxUint16 {
+		return
+	}
+	l.roundSends++
+	if paced {
+		l.roundPaced++
+	}
+	if inUse {
+		l.roundUsed++
+	}
 }
 
 // Went: the send st stamps, deferred, goes now at rate; paced: the rate
@@ -388,12 +403,7 @@ func (l *Law) Deferred(st *Stamp) {
 // stamped again as sent now: its answer is judged against the rate and
 // the decreases in force when it went, not when it began to wait.
 func (l *Law) Went(st *Stamp, now time.Duration, rate float64, paced bool) {
-	if l.roundSends < math.MaxUint16 {
-		l.roundSends++
-		if paced {
-			l.roundPaced++
-		}
-	}
+	l.countSend(st.InUse, paced)
 	st.Sent, st.Rate, st.Epoch, st.CEpoch, st.Paced, st.Round = now, rate, l.epoch, l.cepoch, paced, l.roundSeq
 	st.Cohort = l.cohortSend(now, atLevel(paced, st.InUse))
 }
@@ -928,7 +938,7 @@ func (l *Law) Resumed(now time.Duration) {
 
 func (l *Law) newRound(now time.Duration) {
 	l.roundStart, l.roundEpoch, l.roundBad = now, l.epoch, false
-	l.roundSends, l.roundPaced = 0, 0
+	l.roundSends, l.roundPaced, l.roundUsed = 0, 0, 0
 	l.roundSeq++
 }
 
@@ -1054,6 +1064,7 @@ func (l *Law) endRound(now time.Duration) {
 		return
 	}
 	clean, busy := !l.roundBad && l.roundEpoch == l.epoch, l.roundSends > 0 && 2*l.roundPaced >= l.roundSends
+	bound := l.roundSends > 0 && 2*l.roundUsed >= l.roundSends // the limit bound most sends
 	l.newRound(now)
 	l.judgeLatency(now)
 	// a cohort all answered before its round's length was over is judged now
@@ -1109,6 +1120,16 @@ func (l *Law) endRound(now time.Duration) {
 			return
 		}
 		l.probeRds = 0
+		if !busy && bound && now < l.capUntil {
+			// the limit, held under a level a burst overloaded, bound
+			// the probe before the rate did: what it let through was
+			// accepted, and the rate need not hold the scope under it
+			// (a cap counts what is in service, not what is sent: no
+			// window's edge flatters the count)
+			if a := l.accepted(now) * (1 - margin); a > l.est {
+				l.est = math.Min(a, l.rate)
+			}
+		}
 		if busy {
 			// the probe rate held for a whole round: the capacity is at
 			// least that

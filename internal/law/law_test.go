@@ -1618,3 +1618,66 @@ func TestRethrottleIsTheFleetsFirstStep(t *testing.T) {
 	assert.Equal(t, limit, l.Limit(), "the overload's concurrency cut is kept")
 	assert.Greater(t, l.Shared(now).CEpoch, fleetState.CEpoch, "and the fleet will see it")
 }
+
+// Under a concurrency cap (the limit held under a count a burst
+// overloaded), a probe round in which most sends filled the limit, not
+// the pacer, tests the cap and not the rate: it ends "not busy", and
+// before, the estimate stayed where it was, however much the cap let
+// through (in the simulator's worst world of limit_conn 8, probes from
+// 18.98 to 23.53/s for 80 s while the cap carried 21.6/s). What it let
+// through was accepted: the estimate rises to it, less the margin, at
+// most the probe's rate. With no cap in force, or a round the limit did
+// not bind, nothing changes.
+func TestProbeBoundByACap(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		capped     bool // a burst's overload before the probe
+		filled     bool // the probe's sends filled the limit
+		wantRaised bool
+	}{
+		{name: "under a cap", capped: true, filled: true, wantRaised: true},
+		{name: "no cap", filled: true},
+		{name: "the limit did not bind", capped: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var l law.Law
+			l.Init(&cfg, 0)
+			l.Restore(0, 18, 12)
+			answer := func(at time.Duration, inflight int, inUse, paced bool) {
+				tk := l.Sent(at-350*ms, l.Rate(), inflight, inUse, paced)
+				l.RoundTrip(350 * ms)
+				l.Observe(at, tk, law.Success)
+			}
+			at := 400 * ms
+			for ; at < 9500*ms; at += 55 * ms {
+				answer(at, 7, false, true)
+			}
+			if tc.capped {
+				// 18/s over 350 ms holds 6.3 in flight: an overload at 10
+				// is a burst's, the limit falls, the rate stands
+				tk := l.Sent(at-10*ms, l.Rate(), 10, true, false)
+				v := l.Observe(at, tk, law.Overloaded)
+				require.True(t, v.Decreased)
+				require.Equal(t, "none", v.Cut.String())
+				require.Equal(t, 9.0, l.Limit())
+			}
+			for ; l.Phase() != law.Probing; at += 55 * ms {
+				require.Less(t, at, 15*time.Second, "the probe is due 10 s after the restore")
+				answer(at, 7, false, true)
+			}
+			est, probe := l.Estimate(), l.Rate()
+			require.Greater(t, probe, est)
+			// the probe's round: 20/s accepted, none held back by the pacer
+			start := at
+			for ; l.Phase() == law.Probing; at += 50 * ms {
+				require.Less(t, at, start+3*time.Second, "a round that is not busy ends the probe")
+				answer(at, 9, tc.filled, false)
+			}
+			if tc.wantRaised {
+				assert.InDelta(t, probe, l.Estimate(), 1e-9, "what the cap let through was accepted: up to the probe's rate")
+			} else {
+				assert.Equal(t, est, l.Estimate())
+			}
+		})
+	}
+}
