@@ -259,10 +259,8 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 				c.notify(cl.key) // a frontier may hand out the next (reserve)
 			}
 			if err != nil {
-				// the slot goes back; on ErrAgain (a pause the fleet
+				// the slot went back; on ErrAgain (a pause the fleet
 				// shared voided the slot, or the store failed) ask again
-				s.untake(p.t, c.now())
-				c.notify(cl.key)
 				if err == fleetclient.ErrAgain {
 					continue
 				}
@@ -403,16 +401,19 @@ func (c *Controller) finish(p Permit, o *outcome, resp *http.Response, err error
 
 // fleetBefore asks the fleet for the send t stamps on scope s (a lease, its
 // slot of the shared schedule): t waits there, counted in the law's round
-// it goes in. none: no send of the scope waits for the fleet now. A Store
-// is the user's code: if it panics, the scope is told that t no longer
-// waits and its local slot goes back before the panic goes on, so that the
-// scope is neither held open nor a slot short for good.
+// it goes in. none: no send of the scope waits for the fleet now. On an
+// error t's local slot goes back. A Store is the user's code: if it
+// panics, the scope is told that t no longer waits and the slot goes back
+// before the panic goes on, so that the scope is neither held open nor a
+// slot short for good.
 func (c *Controller) fleetBefore(ctx context.Context, key string, s *scope, t *stamp) (send fleetclient.Send, none bool, err error) {
 	s.deferred(t)
 	answered := false
 	defer func() {
 		if !answered {
 			s.fleetAnswered()
+		}
+		if !answered || err != nil {
 			s.untake(*t, c.now())
 			c.notify(key)
 		}
