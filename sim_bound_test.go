@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/colly-polite/polite/tokenbucket"
 )
 
 // The bound of a kind: what the best fixed client reaches in the same
@@ -19,9 +21,11 @@ import (
 // that knows the world in advance and picks, per world, the best pair of a
 // pacing rate and a cap on what it keeps in flight (the law's two knobs),
 // held for the whole run: no slow start, no probe, no reaction to an
-// answer. It sends evenly at the rate, never more than the cap in flight (a
-// request is in flight from its send until its answer, refused or not, is
-// back), and is judged as the law is: accepted per second over the judged
+// answer. It sends evenly at the rate, on the world's machine (a busy
+// one's stalls delay its sends too, and it then either catches up or
+// restarts its schedule, whichever does better), never more than the cap
+// in flight (a request is in flight from its send until its answer,
+// refused or not, is back), and is judged as the law is: accepted per second over the judged
 // window against the capacity, at most refusedMax of its sends refused.
 // The law adapts and the bound does not, so the law can beat it (a law
 // that reacts to a refusal sends less into the next one); the bound says
@@ -31,6 +35,15 @@ import (
 // in flight (0: no cap) in seed's world of sc: its share of the capacity
 // and the share of its judged sends refused.
 func simBoundRun(sc simScenario, seed uint64, r float64, cap int) (share, refused float64) {
+	return simBoundRunOn(sc, seed, r, cap, false)
+}
+
+// simBoundRunOn is simBoundRun on the world's machine: on a busy one each
+// send goes when the machine gets to it (simWorld.late), and catchUp says
+// whether the client then keeps its schedule (the sends a stall delayed
+// go at its end, at once) or restarts it from the late send, as the
+// pacer does (tokenbucket.MaxCredit of lateness given back at most).
+func simBoundRunOn(sc simScenario, seed uint64, r float64, cap int, catchUp bool) (share, refused float64) {
 	w := newSimWorld(sc.World, seed, sc.Duration)
 	lim := sc.Steps[0].New()
 	w.serve(lim)
@@ -48,8 +61,12 @@ func simBoundRun(sc simScenario, seed uint64, r float64, cap int) (share, refuse
 			t = back[0]
 			continue
 		}
+		sent := t
+		if w.busy {
+			sent = w.late(t)
+		}
 		up, down := w.halves(half)
-		a := t + up
+		a := sent + up
 		ok, leave, _, _ := lim.arrive(a)
 		at := a + down
 		if ok {
@@ -64,6 +81,9 @@ func simBoundRun(sc simScenario, seed uint64, r float64, cap int) (share, refuse
 			}
 		}
 		t += gap
+		if !catchUp {
+			t = max(t, sent+gap-min(gap/4, int64(tokenbucket.MaxCredit)))
+		}
 	}
 	secs := (sc.Duration - sc.JudgeFrom).Seconds()
 	return float64(accepted) / secs / sc.Capacity(0), 1 - float64(accepted)/float64(max(sends, 1))
@@ -78,24 +98,32 @@ func simBoundRun(sc simScenario, seed uint64, r float64, cap int) (share, refuse
 // by the search, not by what it accepts.
 func simBound(sc simScenario, seed uint64, refusedMax float64) (best, rate float64, cap int) {
 	c := sc.Capacity(0)
-	try := func(k int) {
+	try := func(k int, catchUp bool) {
 		lo, hi := 0.02*c, 1.5*c
 		for range 24 {
 			m := (lo + hi) / 2
-			if _, ref := simBoundRun(sc, seed, m, k); ref <= refusedMax {
+			if _, ref := simBoundRunOn(sc, seed, m, k, catchUp); ref <= refusedMax {
 				lo = m
 			} else {
 				hi = m
 			}
 		}
-		if s, ref := simBoundRun(sc, seed, lo, k); ref <= refusedMax && s > best {
+		if s, ref := simBoundRunOn(sc, seed, lo, k, catchUp); ref <= refusedMax && s > best {
 			best, rate, cap = s, lo, k
 		}
 	}
-	try(0)
-	if best < 0.99 {
-		for k := 1; k <= sc.Workers; k++ {
-			try(k)
+	// on a busy machine, a client that catches up after a stall and one
+	// that does not: the better of the two (an idle machine is never late)
+	modes := []bool{false}
+	if newSimWorld(sc.World, seed, sc.Duration).busy {
+		modes = append(modes, true)
+	}
+	for _, catchUp := range modes {
+		try(0, catchUp)
+		if best < 0.99 {
+			for k := 1; k <= sc.Workers; k++ {
+				try(k, catchUp)
+			}
 		}
 	}
 	return best, rate, cap
