@@ -725,3 +725,21 @@ func TestFleetWorlds(t *testing.T) {
 		}
 	}
 }
+
+// A fleet whose schedule runs further ahead than MaxPause keeps sending.
+// Two processes at 1/31 s: the sends waiting for their slots hold the
+// fleet's leases, and four of them put the next slot 124 s away, past the
+// default MaxPause of 120 s. Before, such a slot was refused but taken
+// from the schedule, so each ask pushed the next one a slot further, and
+// the fleet sent nothing for as long as it asked (7 requests in 15
+// minutes, none after the third minute); now a slot past MaxPause is
+// neither granted nor taken, and the fleet keeps its one send per 31 s.
+func TestFleetScheduleBeyondMaxPause(t *testing.T) {
+	p := testserver.Policy{Latency: testserver.Latency{Base: 100 * time.Millisecond}}
+	st := fleetCrawlWith(t, 2, 4, &fleet.MemoryStore{}, p, 15*time.Minute, nil,
+		polite.Config{Default: polite.Rule{Rate: 1.0 / 31}})
+	late := window(st, 5*time.Minute, 15*time.Minute)
+	t.Logf("%d accepted from 5 to 15 minutes; first at %v, last at %v", late, st.Accepted[0], st.Accepted[len(st.Accepted)-1])
+	assert.GreaterOrEqual(t, late, 15, "one send per 31 s over the last 10 minutes: 19")
+	assert.LessOrEqual(t, late, 20, "and no more")
+}

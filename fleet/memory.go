@@ -236,6 +236,19 @@ func (m *MemoryStore) Lease(_ context.Context, a LeaseRequest) (Lease, error) {
 		g.Paused, g.Reason = s.pauseUntil.Sub(now), s.reason
 	}
 	g.Ceiling = s.fleetCeiling(now, a.Ceiling, 3*a.TTL)
+	slot := now
+	if s.tat.After(slot) {
+		slot = s.tat
+	}
+	if s.pauseUntil.After(slot) {
+		slot = s.pauseUntil
+	}
+	if a.MaxWait > 0 && slot.Sub(now) > a.MaxWait {
+		// a slot further away than the caller waits: neither granted nor
+		// taken
+		g.Delay = slot.Sub(now)
+		return g, nil
+	}
 	limit := a.Limit
 	if limit > 0 {
 		if limit >= s.limit || now.Sub(s.limitAt) >= WantFresh {
@@ -259,13 +272,6 @@ func (m *MemoryStore) Lease(_ context.Context, a LeaseRequest) (Lease, error) {
 	s.procs[a.Process] = proc
 	g.Held = len(s.leases)
 	g.Full = limit > 0 && g.Held >= limit
-	slot := now
-	if s.tat.After(slot) {
-		slot = s.tat
-	}
-	if s.pauseUntil.After(slot) {
-		slot = s.pauseUntil
-	}
 	rate := a.Rate
 	if g.Ceiling > 0 && (rate <= 0 || g.Ceiling < rate) {
 		rate = g.Ceiling

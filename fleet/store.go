@@ -113,6 +113,13 @@ type LeaseRequest struct {
 	// a second); the process is counted live on the scope for three times
 	// as long.
 	TTL time.Duration
+	// MaxWait is the longest the caller waits for its slot (0 or less:
+	// no bound). A slot further away is neither granted nor taken from
+	// the schedule: the answer holds no lease, and its Delay is the wait
+	// the slot would have cost. (Taken, each refused ask would push the
+	// schedule a slot further, and a schedule once past MaxWait would
+	// refuse every ask of the fleet for as long as it asks.)
+	MaxWait time.Duration
 }
 
 // The bounds every store reads a request's numbers within (fleet/storetest
@@ -130,6 +137,7 @@ func (a LeaseRequest) Clamped() LeaseRequest {
 	a.Want = min(max(a.Want, 1), maxWant)
 	a.TTL = LeaseTTL(a.TTL)
 	a.Rate, a.Ceiling = clampRate(a.Rate), clampRate(a.Ceiling)
+	a.MaxWait = max(a.MaxWait, 0)
 	return a
 }
 

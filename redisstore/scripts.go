@@ -175,7 +175,9 @@ return 1
 // empty store with ("" for none), 6 lease TTL (µs, at least a second), 7
 // lease name (its member: "holder/name"), 8 key TTL (ms), 9 want, 10 how
 // long a want counts (ms), 11 the caller's configured ceiling (req/s, 0:
-// none, or a finite number above).
+// none, or a finite number above), 12 the longest the caller waits for
+// its slot (µs, 0: no bound; a slot further away is neither granted nor
+// taken).
 // Returns {lease or "", wait µs, paused µs, reason, state or false,
 // version, live, in use 0/1, the fleet's ceiling as a string ("0": none),
 // the leases held with this one (0: none granted)}.
@@ -235,7 +237,13 @@ if rate > 0 then interval = math.max(math.floor(1000000 / rate), 1) end
 
 local lease, wait, inuse = '', math.max(paused, 10000), 0
 local grant = true
-if limit > 0 then
+local slot = math.max(tat, now, pause)
+local maxwait = tonumber(ARGV[12]) or 0
+if maxwait > 0 and slot - now > maxwait then
+  -- a slot further away than the caller waits: neither granted nor
+  -- taken (each refused ask would push the schedule a slot further)
+  grant, wait = false, slot - now
+elseif limit > 0 then
   -- the fleet keeps to the highest limit asked lately
   if limit >= lim or limt <= nowms - fresh then lim, limt = limit, nowms end
   limit = lim
@@ -280,7 +288,6 @@ if grant then
   held = redis.call('ZCARD', KEYS[3])
   if held == 1 then made[3] = true end
   redis.call('ZADD', KEYS[4], nowms * 1000 + want - 1, ARGV[1])
-  local slot = math.max(tat, now, pause)
   redis.call('HSET', KEYS[1], 'tat', slot + interval)
   lease, wait = ARGV[7], slot - now
   if limit > 0 and held >= limit then inuse = 1 end

@@ -159,7 +159,7 @@ func (s *Store) Lease(ctx context.Context, a fleet.LeaseRequest) (fleet.Lease, e
 	res, err := s.run(ctx, acquireScript, s.keys(a.Scope),
 		a.Process, a.Rate, a.Limit, strconv.FormatUint(a.Version, 10), a.Seed,
 		micros(a.TTL), member(a.Process, id), s.keyTTL.Milliseconds(), a.Want,
-		fleet.WantFresh.Milliseconds(), a.Ceiling).Slice()
+		fleet.WantFresh.Milliseconds(), a.Ceiling, micros(a.MaxWait)).Slice()
 	if err != nil {
 		return fleet.Lease{}, fmt.Errorf("redisstore: lease %q: %w", a.Scope, err)
 	}

@@ -64,6 +64,7 @@ func Run(t *testing.T, h Harness) {
 	}{
 		{"Pauses", pauses},
 		{"Schedule", schedule},
+		{"MaxWait", maxWait},
 		{"Clamps", clamps},
 		{"Leases", leases},
 		{"Holder", holder},
@@ -183,6 +184,44 @@ func schedule(e *env) {
 		g := e.acquire(fleet.LeaseRequest{Scope: scope, Rate: 1})
 		assert.Greater(e.t, g.Delay, time.Hour, "after a send at rate %v the next slot is far off", rate)
 	}
+}
+
+// A slot further away than the caller waits (MaxWait) is neither granted
+// nor taken from the schedule: however often the fleet asks, the next
+// slot stays where it was, and one in reach is granted as before. (Taken,
+// each refused ask pushed the schedule a slot further, and a schedule once
+// past MaxWait refused the fleet for as long as it asked.) A pause longer
+// than MaxWait is refused alike.
+func maxWait(e *env) {
+	a := fleet.LeaseRequest{Scope: "w", Rate: 0.1, MaxWait: 15 * time.Second}
+	g := e.acquire(a)
+	require.NotEmpty(e.t, g.ID)
+	e.near(0, g.Delay, "the first slot is now")
+	g = e.acquire(a)
+	require.NotEmpty(e.t, g.ID)
+	e.near(10*time.Second, g.Delay, "the second ten seconds on, within MaxWait")
+	for range 5 {
+		g = e.acquire(a)
+		assert.Empty(e.t, g.ID, "the third slot, 20 s on, is past MaxWait")
+		e.near(20*time.Second, g.Delay, "the refusal tells the slot's wait, and leaves the schedule")
+	}
+	b := a
+	b.MaxWait = 0
+	g = e.acquire(b)
+	require.NotEmpty(e.t, g.ID, "a caller with no bound takes it")
+	e.near(20*time.Second, g.Delay, "the slot the refusals left where it was")
+
+	e.release(fleet.Return{Scope: "p", Pause: time.Minute, Reason: retryAfter})
+	p := fleet.LeaseRequest{Scope: "p", Rate: 10, MaxWait: 30 * time.Second}
+	for range 3 {
+		g = e.acquire(p)
+		assert.Empty(e.t, g.ID, "a pause past MaxWait is no slot")
+		e.near(time.Minute, g.Delay, "its wait is the pause's")
+	}
+	p.MaxWait = 0
+	g = e.acquire(p)
+	require.NotEmpty(e.t, g.ID)
+	e.near(time.Minute, g.Delay, "the first slot after the pause is still its end")
 }
 
 // Every store reads a request's numbers alike: a want above 999 is 999, a

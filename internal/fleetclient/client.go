@@ -399,7 +399,7 @@ func (c *Client) lease(ctx context.Context, scope string, l Local, want int, ask
 	ask := l.Ask(c.now())
 	id := c.process + "/" + strconv.FormatUint(c.seq.Add(1), 10)
 	req := fleet.LeaseRequest{Scope: scope, Process: c.process, ID: id, Rate: ask.Rate, Ceiling: ask.Ceiling, Limit: ask.Limit, Want: want,
-		Version: ask.Version, Seed: ask.Seed, TTL: c.ttl}
+		Version: ask.Version, Seed: ask.Seed, TTL: c.ttl, MaxWait: c.maxPause}
 	cctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	lease, err := c.store.Lease(cctx, req)
 	cancel()
