@@ -63,15 +63,24 @@ func (t *Transport) Controller() *Controller { return t.c }
 // retries what may be retried, and returns the answer or a refusal (a
 // *ScopeError). Safe for concurrent use.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Context().Value(sendingKey{}) == t.c {
+		// an attempt of this controller's, come back through a wrapper
+		// of one of its transports (a transport set on top of Attach's
+		// that holds the controller's own): it holds its slot already,
+		// and waiting for another would wait on itself
+		return t.next.RoundTrip(req)
+	}
 	cl := t.c.resolve(req)
 	if t.c.st.robots && isRobots(req) {
 		return t.teeRobots(req, cl)
 	}
 	f, err := t.robotsFor(req.Context(), req, cl.key)
 	if err != nil {
+		closeBody(req)
 		return nil, err
 	}
 	if err := t.c.disallowed(req, cl.key, &f); err != nil {
+		closeBody(req)
 		return nil, err
 	}
 	cl.crawlDelay = f.delay
@@ -80,6 +89,20 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		retries = cl.rule.retries
 	}
 	return t.roundTrip(req, cl, retries, t.attemptTimeout)
+}
+
+// sendingKey marks the context of an attempt a controller sends (its
+// value the *Controller).
+type sendingKey struct{}
+
+// closeBody closes the body of a request that never reached the transport
+// below (a refusal, a context ended while it waited): a RoundTripper
+// closes the request's body, errors included, and net/http's client does
+// not when RoundTrip fails (an io.Pipe's writer would wait forever).
+func closeBody(req *http.Request) {
+	if req.Body != nil && req.Body != http.NoBody {
+		_ = req.Body.Close()
+	}
 }
 
 // isRobots: req asks for a robots.txt.
@@ -137,24 +160,40 @@ func (t *Transport) robotsFor(ctx context.Context, req *http.Request, key string
 				return robotsFacts{}, ctx.Err()
 			}
 		}
-		timeout := t.attemptTimeout
-		if timeout == 0 {
-			timeout = robotsTimeout
-		}
-		send := func(r *http.Request) (*http.Response, error) {
-			return t.roundTrip(r, t.c.resolve(r), 0, timeout) // no retries: unavailable at once
-		}
-		f, ttl, err := fetchRobots(ctx, send, origin, req.Header.Get("User-Agent"), t.c.robotsPolicy())
-		if ctx.Err() != nil {
-			err = ctx.Err()
-		}
-		t.c.known.robotsDone(e, origin, key, f, t.c.now()+ttl, err != nil)
-		t.c.notify(key)
-		if err != nil {
-			return robotsFacts{}, err
-		}
-		return f, nil
+		return t.fetchRobots(ctx, req, e, origin, key)
 	}
+}
+
+// fetchRobots reads origin's robots.txt for entry e, which this caller
+// fetches. However it ends (a panic of the transport below included), the
+// entry is done: abandoned unless read, so that the callers waiting on it
+// go on and the next one asks again.
+func (t *Transport) fetchRobots(ctx context.Context, req *http.Request, e *originFacts, origin, key string) (robotsFacts, error) {
+	settled := false
+	defer func() {
+		if !settled {
+			t.c.known.robotsDone(e, origin, key, robotsFacts{}, t.c.now(), true)
+			t.c.notify(key)
+		}
+	}()
+	timeout := t.attemptTimeout
+	if timeout == 0 {
+		timeout = robotsTimeout
+	}
+	send := func(r *http.Request) (*http.Response, error) {
+		return t.roundTrip(r, t.c.resolve(r), 0, timeout) // no retries: unavailable at once
+	}
+	f, ttl, err := fetchRobots(ctx, send, origin, req.Header.Get("User-Agent"), t.c.robotsPolicy())
+	if ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	settled = true
+	t.c.known.robotsDone(e, origin, key, f, t.c.now()+ttl, err != nil)
+	t.c.notify(key)
+	if err != nil {
+		return robotsFacts{}, err
+	}
+	return f, nil
 }
 
 // teeRobots sends a request for a robots.txt that comes from above (Colly's
@@ -169,10 +208,17 @@ func (t *Transport) teeRobots(req *http.Request, cl call) (*http.Response, error
 	if !mine {
 		return t.roundTrip(req, cl, 0, t.attemptTimeout)
 	}
+	settled := false
 	done := func(f robotsFacts, ttl time.Duration, abandoned bool) {
+		settled = true
 		t.c.known.robotsDone(e, origin, cl.key, f, t.c.now()+ttl, abandoned)
 		t.c.notify(cl.key)
 	}
+	defer func() {
+		if !settled { // the transport below panicked: nothing learned
+			done(robotsFacts{}, 0, true)
+		}
+	}()
 	resp, err := t.roundTrip(req, cl, 0, t.attemptTimeout)
 	if err != nil {
 		f, ttl := t.c.robotsPolicy().unreadable()
@@ -212,6 +258,9 @@ func (t *Transport) roundTrip(req *http.Request, cl call, retries int, timeout t
 	for attempt := 0; ; attempt++ {
 		p, err := t.c.acquire(ctx, cl)
 		if err != nil {
+			if attempt == 0 {
+				closeBody(req) // it never reached the transport below
+			}
 			return nil, err
 		}
 		r := req
@@ -293,11 +342,11 @@ func discard(resp *http.Response) {
 func (t *Transport) attempt(p Permit, req *http.Request, timeout time.Duration) (resp *http.Response, o outcome, err error) {
 	parent := req.Context()
 	cancel := context.CancelFunc(func() {})
+	ctx := context.WithValue(parent, sendingKey{}, t.c)
 	if timeout > 0 {
-		var ctx context.Context
-		ctx, cancel = context.WithTimeout(parent, timeout)
-		req = req.WithContext(ctx)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 	}
+	req = req.WithContext(ctx)
 	handed := false
 	defer func() {
 		if !handed { // the transport below panicked
@@ -307,6 +356,9 @@ func (t *Transport) attempt(p Permit, req *http.Request, timeout time.Duration) 
 	}()
 	resp, err = t.next.RoundTrip(req)
 	now := t.c.now()
+	if err == nil && resp.Body == nil {
+		resp.Body = http.NoBody // (a RoundTripper may leave it nil; net/http's client allows it)
+	}
 	var prefix []byte
 	if err == nil && t.c.peekBody && resp.StatusCode < 500 {
 		// a page's body is the caller's to wait for; a refusal's is not
@@ -314,8 +366,10 @@ func (t *Transport) attempt(p Permit, req *http.Request, timeout time.Duration) 
 		if resp.StatusCode >= 400 {
 			bound = bodyBound
 		}
-		if prefix, err = peek(resp, bound); errors.Is(err, errBodyCut) {
-			err = nil // the status says what it is: the part read goes on
+		if prefix, err = peek(resp, bound); err != nil && resp.StatusCode >= 400 {
+			// a refusal's status says what it is (a 429 and its
+			// Retry-After stand): the part read goes on, then the error
+			err = nil
 		} else if err != nil {
 			_ = resp.Body.Close()
 			resp = nil
@@ -380,7 +434,9 @@ func (b *body) finish(readErr error) {
 func (b *body) record(readErr error) {
 	b.once.Do(func() {
 		o := b.o
-		if readErr != nil {
+		if readErr != nil && b.resp.StatusCode < 400 {
+			// (a refusal's class is its status's, however its body ends:
+			// a 403 page that drips is still a block, a 404 no overload)
 			if b.parent.Err() != nil {
 				o.class = classify.Canceled
 			} else if c := b.t.c.st.Classifier.Classify(classify.Outcome{Err: readErr}); c == classify.TransportFailure {
@@ -426,6 +482,9 @@ func peek(resp *http.Response, bound time.Duration) ([]byte, error) {
 		rest, err = eofReader{}, nil
 	case closed:
 		rest, err = errReader{errBodyCut}, errBodyCut
+	case err != nil && bound > 0:
+		// a refusal's body that failed: what was read, then the error
+		rest = errReader{err}
 	case err != nil:
 		return nil, err
 	}

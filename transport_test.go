@@ -338,3 +338,155 @@ func TestRetriedRefusalKeepsItsConnection(t *testing.T) {
 		})
 	}
 }
+
+// truncated is a body that gives n bytes and then fails as a connection
+// closed before its Content-Length.
+type truncated struct{ n int }
+
+func (b *truncated) Read(p []byte) (int, error) {
+	if b.n == 0 {
+		return 0, io.ErrUnexpectedEOF
+	}
+	k := min(len(p), b.n)
+	clear(p[:k])
+	b.n -= k
+	return k, nil
+}
+
+func (b *truncated) Close() error { return nil }
+
+// With body detectors on, a refusal whose body fails inside the part they
+// see keeps its status: a 429 with Retry-After: 30 whose body stops after
+// 3 bytes is a throttle, and the retry waits the 30 s. Before, the read
+// error dropped the response and the answer counted as a transport
+// failure, retried at once (3 sends in 3.2 s).
+func TestRefusalBodyFailingInPeekKeepsItsStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sends []time.Duration
+		start := time.Now()
+		origin := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			sends = append(sends, time.Since(start))
+			h := http.Header{"Retry-After": {"30"}}
+			return &http.Response{StatusCode: http.StatusTooManyRequests, Header: h, ContentLength: 100, Body: &truncated{n: 3}, Request: r}, nil
+		})
+		ctrl, err := polite.New(polite.Config{Robots: new(false), BlockBodyMarkers: []string{"access denied"}, JitterSeed: 1})
+		require.NoError(t, err)
+		client := &http.Client{Transport: ctrl.Transport(origin)}
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		defer cancel()
+		_, err = get(ctx, client, "http://a.test/page")
+		t.Logf("sends at %v: %v", sends, err)
+		require.GreaterOrEqual(t, len(sends), 2)
+		assert.GreaterOrEqual(t, sends[1]-sends[0], 30*time.Second, "the retry waits the Retry-After")
+		snap, ok := ctrl.Snapshot("a.test")
+		require.True(t, ok)
+		assert.Equal(t, uint64(len(sends)), snap.Counts[classify.Throttled], "each a throttle")
+		assert.Zero(t, snap.InFlight)
+	})
+}
+
+// A refusal's class is its status's, however its body ends: a 403 block
+// page that drips past the peek's bound, read to its cut, is a block; a
+// 404 that does the same is neutral. Before, the cut read as a transport
+// failure when the caller read it (an overload signal: the 404 cut the
+// rate, and a tarpitting block page never counted towards a park).
+func TestSlowRefusalBodyKeepsItsClass(t *testing.T) {
+	for status, class := range map[int]classify.Class{http.StatusForbidden: classify.Blocked, http.StatusNotFound: classify.Neutral} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				origin := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					return &http.Response{StatusCode: status, Header: http.Header{}, Body: newDrip(100 * time.Millisecond), Request: r}, nil
+				})
+				ctrl, err := polite.New(polite.Config{Robots: new(false), BlockBodyMarkers: []string{"access denied"}, JitterSeed: 1})
+				require.NoError(t, err)
+				client := &http.Client{Transport: ctrl.Transport(origin)}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				_, err = get(ctx, client, "http://a.test/page")
+				require.NoError(t, err, "the answer is handed on; its body ends at the cut")
+				snap, ok := ctrl.Snapshot("a.test")
+				require.True(t, ok)
+				assert.Equal(t, uint64(1), snap.Counts[class], "the answer's class: %v", snap.Counts)
+				assert.Zero(t, snap.Counts[classify.TransportFailure])
+				assert.Zero(t, snap.InFlight)
+			})
+		})
+	}
+}
+
+// A transport below that panics on the robots.txt fetch leaves the origin
+// as it was: the next request reads robots.txt again and goes on. Before,
+// the origin stayed "fetching" forever, and every later request to it
+// waited for a fetch that would never end.
+func TestRobotsFetchPanicLeavesNoOriginWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var panicked atomic.Bool
+		origin := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Path == "/robots.txt" && panicked.CompareAndSwap(false, true) {
+				panic("transport below")
+			}
+			return page(http.StatusOK, "ok")(r)
+		})
+		ctrl, err := polite.New(polite.Config{Robots: new(true), JitterSeed: 1})
+		require.NoError(t, err)
+		tr := ctrl.Transport(origin)
+		send := func() (resp *http.Response, err error, p any) {
+			defer func() { p = recover() }()
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://a.test/page", nil)
+			ctx, cancel := context.WithTimeout(req.Context(), time.Minute)
+			defer cancel()
+			resp, err = tr.RoundTrip(req.WithContext(ctx))
+			if resp != nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			}
+			return resp, err, nil
+		}
+		_, _, p := send()
+		require.NotNil(t, p, "the first send's robots.txt fetch panicked")
+		resp, err, p := send()
+		require.Nil(t, p)
+		require.NoError(t, err, "the next request is not left waiting on the fetch that panicked")
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+	})
+}
+
+// A request that never reaches the transport below has its body closed,
+// as a RoundTripper must (net/http's client does not when RoundTrip
+// fails): here a POST whose context ended before its slot came.
+func TestRefusedRequestBodyClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctrl, err := polite.New(polite.Config{Robots: new(false), JitterSeed: 1})
+		require.NoError(t, err)
+		pr, pw := io.Pipe()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://a.test/form", pr)
+		_, err = ctrl.Transport(page(http.StatusOK, "ok")).RoundTrip(req)
+		require.Error(t, err)
+		_, err = pw.Write([]byte("x"))
+		assert.ErrorIs(t, err, io.ErrClosedPipe, "the body was closed: its writer is not left waiting")
+	})
+}
+
+// A response with a nil Body from the transport below (net/http's client
+// allows it) is handed on with an empty one, and its slot comes back at
+// its end.
+func TestNilResponseBody(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, markers := range [][]string{nil, {"access denied"}} {
+			origin := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Request: r}, nil
+			})
+			ctrl, err := polite.New(polite.Config{Robots: new(false), BlockBodyMarkers: markers, JitterSeed: 1})
+			require.NoError(t, err)
+			client := &http.Client{Transport: ctrl.Transport(origin)}
+			status, err := get(t.Context(), client, "http://a.test/page")
+			require.NoError(t, err, "markers %v", markers)
+			assert.Equal(t, http.StatusOK, status)
+			snap, ok := ctrl.Snapshot("a.test")
+			require.True(t, ok)
+			assert.Zero(t, snap.InFlight, "markers %v: the slot came back", markers)
+		}
+	})
+}

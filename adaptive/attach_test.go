@@ -1,6 +1,7 @@
 package adaptive_test
 
 import (
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -126,4 +127,30 @@ type countingTransport struct {
 func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
 	return c.next.RoundTrip(r)
+}
+
+// The controller's own transport set on top of Attach's inside a wrapper
+// (an instrumenting RoundTripper, say), which the guard cannot see
+// through: Attach's transport wraps it again, and each request passes
+// the controller twice. The second pass, its attempt's own, goes straight
+// on. Before, it waited for a slot of the same scope, which the first
+// pass held: with MaxConcurrency 1 the first request waited forever, and
+// at any limit once the first passes held every slot.
+func TestOwnTransportWrappedAfterAttach(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{}))
+		c := colly.NewCollector(colly.AllowURLRevisit())
+		ctrl := adaptive.Attach(c, polite.Config{Robots: new(false), Default: polite.Rule{MaxConcurrency: 1}})
+		var through atomic.Int64
+		c.WithTransport(countingTransport{ctrl.Transport(srv.Transport()), &through})
+		for i := range 3 {
+			require.NoError(t, c.Visit(fmt.Sprintf("%s/page/%d", srv.HostURL("a.test"), i)))
+		}
+		assert.Equal(t, int64(3), through.Load(), "each request through the wrapper once")
+		assert.Equal(t, 3, srv.Stats("a.test").Requests)
+		snap, ok := ctrl.Snapshot("a.test")
+		require.True(t, ok)
+		assert.Equal(t, uint64(3), snap.Counts[0], "each recorded once, not twice")
+		assertIdle(t, ctrl)
+	})
 }
