@@ -400,14 +400,34 @@ func (c *Client) lease(ctx context.Context, scope string, l Local, want int, ask
 	id := c.process + "/" + strconv.FormatUint(c.seq.Add(1), 10)
 	req := fleet.LeaseRequest{Scope: scope, Process: c.process, ID: id, Rate: ask.Rate, Ceiling: ask.Ceiling, Limit: ask.Limit, Want: want,
 		Version: ask.Version, Seed: ask.Seed, TTL: c.ttl, MaxWait: c.maxPause}
+	settled := false
+	defer func() {
+		if settled {
+			return
+		}
+		// the Store or Granted panicked (a Store is the user's code, and
+		// the controller lets its panic go on): the asking is handed on,
+		// or every other send of the process on scope would wait behind
+		// an asker that is gone until its context ends; the lease the
+		// store may have granted goes back
+		c.owe(scope, id)
+		c.asked(scope, false, asker)
+		c.giveBackOwed()
+	}()
 	cctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
 	lease, err := c.store.Lease(cctx, req)
-	cancel()
 	if err != nil {
+		settled = true
 		// the store may have taken the lease before the call failed
 		c.owe(scope, id)
 		c.asked(scope, false, asker)
 		if ctx.Err() != nil {
+			// the caller gave up, not the store: nothing else would give
+			// the lease back before it expires (owed leases go back when a
+			// store that failed answers again), and it would hold one of
+			// the fleet's slots till then, for every send given up
+			c.giveBackOwed()
 			return fleet.Lease{}, ask, ctx.Err()
 		}
 		c.failed(scope, err)
@@ -416,6 +436,7 @@ func (c *Client) lease(ctx context.Context, scope string, l Local, want int, ask
 	}
 	c.ok(scope)
 	l.Granted(lease.State, lease.Version, max(lease.Live, 1), lease.Ceiling, c.rejoining())
+	settled = true
 	return lease, ask, nil
 }
 
@@ -797,14 +818,32 @@ func (c *Client) ok(scope string) {
 	if was {
 		c.backAt.Store(int64(max(c.now(), 1)))
 	}
-	if was && len(c.owed) > 0 && !c.flushing && !c.closed {
-		c.flushing = true
-		c.flushes.Add(1)
-		go c.flush()
+	if was {
+		c.flushLocked()
 	}
 	c.mu.Unlock()
 	if was {
 		c.logger.Info("polite: shared store back; the fleet's schedule and law are shared again", "scope", scope)
+	}
+}
+
+// giveBackOwed gives the leases owed back now, off the caller's path,
+// unless the store is down (they go back when it answers again).
+func (c *Client) giveBackOwed() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.down.Load() {
+		c.flushLocked()
+	}
+}
+
+// flushLocked starts the goroutine that gives the owed leases back, if
+// there are any and none runs. Called with c.mu held.
+func (c *Client) flushLocked() {
+	if len(c.owed) > 0 && !c.flushing && !c.closed {
+		c.flushing = true
+		c.flushes.Add(1)
+		go c.flush()
 	}
 }
 

@@ -557,3 +557,145 @@ func TestKeptDecreaseCommittedThroughContention(t *testing.T) {
 		})
 	}
 }
+
+// lostOnCancel is a MemoryStore whose Lease, while lose is set, grants
+// and then holds its reply until the caller's context ends: the lease is
+// taken there, and the caller that gave up never hears of it.
+type lostOnCancel struct {
+	fleet.MemoryStore
+	lose atomic.Bool
+}
+
+func (s *lostOnCancel) Lease(ctx context.Context, r fleet.LeaseRequest) (fleet.Lease, error) {
+	g, err := s.MemoryStore.Lease(ctx, r)
+	if err != nil || !s.lose.Load() {
+		return g, err
+	}
+	<-ctx.Done()
+	return fleet.Lease{}, ctx.Err()
+}
+
+// A send given up while its lease was being granted gives that lease back
+// at once: the fleet's only slot (limit 1) is free for another process
+// long before the lease's TTL (a minute here), and the store is not taken
+// for down.
+func TestGivenUpLeaseGivenBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &lostOnCancel{}
+		a, b := newClient(store, time.Minute), newClient(store, time.Minute)
+		defer a.Close()
+		defer b.Close()
+		l := &local{rate: 1000, limit: 1}
+
+		store.lose.Store(true)
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() {
+			_, err := a.Before(ctx, "s", l, false)
+			errc <- err
+		}()
+		synctest.Wait() // granted; the reply is on its way
+		cancel()
+		require.ErrorIs(t, <-errc, context.Canceled)
+		store.lose.Store(false)
+		assert.False(t, a.Down(), "a caller giving up is no store failure")
+
+		synctest.Wait() // the lease goes back in the background
+		ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		send, err := b.Before(ctx, "s", l, false)
+		require.NoError(t, err, "the fleet's only slot is still held by the send given up")
+		assert.NotEmpty(t, send.Lease)
+		b.After("s", l, Report{Lease: send.Lease})
+	})
+}
+
+// panicky is a MemoryStore whose next Lease panics once armed.
+type panicky struct {
+	fleet.MemoryStore
+	armed atomic.Bool
+}
+
+func (p *panicky) Lease(ctx context.Context, r fleet.LeaseRequest) (fleet.Lease, error) {
+	if p.armed.CompareAndSwap(true, false) {
+		panic("store: boom")
+	}
+	return p.MemoryStore.Lease(ctx, r)
+}
+
+// A Store that panics while a send asks for its process (the fleet being
+// busy for it) lets the panic go on, and hands the asking on: the send
+// waiting behind it asks, and takes the lease when it comes back, rather
+// than waiting until its context ends.
+func TestStorePanicHandsTheAskingOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &panicky{}
+		c := listening(store)
+		defer c.Close()
+		l := &local{rate: 1000, limit: 1}
+		ctx := context.Background()
+		first, err := c.Before(ctx, "s", l, false)
+		require.NoError(t, err)
+
+		panicked := make(chan any, 1)
+		go func() {
+			defer func() { panicked <- recover() }()
+			_, _ = c.Before(ctx, "s", l, false) // refused: it asks for the process
+		}()
+		synctest.Wait()
+		store.armed.Store(true) // its next ask panics
+		third := make(chan error, 1)
+		var send Send
+		go func() {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			var err error
+			send, err = c.Before(ctx, "s", l, false) // behind the asker
+			third <- err
+		}()
+		synctest.Wait()
+		assert.Equal(t, "store: boom", <-panicked)
+
+		c.After("s", l, Report{Lease: first.Lease})
+		require.NoError(t, <-third, "the send behind the panicked asker never asked")
+		assert.NotEmpty(t, send.Lease)
+		c.After("s", l, Report{Lease: send.Lease})
+	})
+}
+
+// grantPanics is a scope whose Granted panics once armed.
+type grantPanics struct {
+	local
+	armed atomic.Bool
+}
+
+func (g *grantPanics) Granted(state []byte, version uint64, live int, ceiling float64, rejoining bool) {
+	if g.armed.CompareAndSwap(true, false) {
+		panic("granted: boom")
+	}
+	g.local.Granted(state, version, live, ceiling, rejoining)
+}
+
+// A lease granted to a send whose Granted panics goes back at once: the
+// fleet's only slot (limit 1) is not held for the lease's TTL (a minute
+// here) by a send that is gone.
+func TestGrantedPanicGivesTheLeaseBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &fleet.MemoryStore{}
+		c := newClient(store, time.Minute)
+		defer c.Close()
+		l := &grantPanics{local: local{rate: 1000, limit: 1}}
+		l.armed.Store(true)
+		func() {
+			defer func() { assert.Equal(t, "granted: boom", recover()) }()
+			_, _ = c.Before(context.Background(), "s", l, false)
+			t.Error("Before returned: the panic was lost")
+		}()
+		synctest.Wait() // the lease goes back in the background
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		send, err := c.Before(ctx, "s", l, false)
+		require.NoError(t, err, "the fleet's only slot is still held by the send that panicked")
+		c.After("s", l, Report{Lease: send.Lease})
+	})
+}
