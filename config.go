@@ -94,7 +94,11 @@ type Rule struct {
 type Config struct {
 	// Default is the rule for hosts that no entry of Rules matches.
 	Default Rule
-	// Rules are tried in order; the first match wins.
+	// Rules are tried in order; the first match wins. A rule is matched
+	// against a request's host; a scope whose hosts match different rules
+	// (Scope below) keeps to the strictest of the rules it has met: each
+	// ceiling the lowest, each gap and park the longest, each concurrency
+	// bound the lowest.
 	Rules []Rule
 
 	// Scope maps a request to the key of the scope that controls it. nil
@@ -343,6 +347,51 @@ func (r Rule) resolve(name string) (rule, []error) {
 		StartConcurrency: out.StartConcurrency, MinConcurrency: out.MinConcurrency, MaxConcurrency: out.MaxConcurrency,
 	}
 	return out, errs
+}
+
+// stricter is the rule that keeps to both a and b (resolved): each
+// ceiling the lower (a zero Rate none), each gap and park the longer, each
+// concurrency bound and each threshold the lower. Retries are the
+// request's own rule's (the transport reads them per request).
+func stricter(a, b *rule) rule {
+	r := a.Rule
+	lower := func(x, y float64) float64 { // of two ceilings, 0 none
+		if x == 0 || y > 0 && y < x {
+			return y
+		}
+		return x
+	}
+	r.Rate = lower(a.Rate, b.Rate)
+	r.InitialRate = min(a.InitialRate, b.InitialRate)
+	r.MinRate = min(a.MinRate, b.MinRate)
+	r.MinGap = max(a.MinGap, b.MinGap)
+	r.RandomGap = max(a.RandomGap, b.RandomGap)
+	r.StartConcurrency = min(a.StartConcurrency, b.StartConcurrency)
+	r.MinConcurrency = min(a.MinConcurrency, b.MinConcurrency)
+	r.MaxConcurrency = min(a.MaxConcurrency, b.MaxConcurrency)
+	switch { // park soonest; a negative threshold never parks
+	case a.BlockThreshold < 0:
+		r.BlockThreshold = b.BlockThreshold
+	case b.BlockThreshold >= 0:
+		r.BlockThreshold = min(a.BlockThreshold, b.BlockThreshold)
+	}
+	switch { // park longest; a negative ParkFor lasts until Unpark
+	case a.ParkFor < 0 || b.ParkFor < 0:
+		r.ParkFor = -1
+	default:
+		r.ParkFor = max(a.ParkFor, b.ParkFor)
+	}
+	out, _ := r.resolve("") // every value is valid already
+	out.retries = a.retries
+	return out
+}
+
+// sameLimits reports whether r keeps to the same limits as o.
+func (r *rule) sameLimits(o *rule) bool {
+	return r.Rate == o.Rate && r.InitialRate == o.InitialRate && r.MinRate == o.MinRate &&
+		r.MinGap == o.MinGap && r.RandomGap == o.RandomGap && r.StartConcurrency == o.StartConcurrency &&
+		r.MinConcurrency == o.MinConcurrency && r.MaxConcurrency == o.MaxConcurrency &&
+		r.BlockThreshold == o.BlockThreshold && r.ParkFor == o.ParkFor
 }
 
 // matches reports whether the rule applies to host, or to hostport (host

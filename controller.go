@@ -39,6 +39,11 @@ type Controller struct {
 	watch        watchers      // Notify's
 	waits        waits         // polite waits of granted requests
 
+	// merged holds the rules made of two (mergeRules), for scopes whose
+	// hosts match different rules; bounded by the rules' combinations
+	mergedMu sync.RWMutex
+	merged   map[[2]*rule]*rule // guarded by mergedMu
+
 	mu        sync.RWMutex
 	scopes    map[string]*scope // guarded by mu
 	lastSweep time.Duration     // guarded by mu
@@ -134,6 +139,35 @@ type call struct {
 // resolve works out the scope and rule of req.
 func (c *Controller) resolve(req *http.Request) call {
 	return call{key: c.st.Scope(req), rule: c.st.ruleFor(reqScheme(req), reqHost(req))}
+}
+
+// mergeRules is the rule a scope under rule a keeps once a request under
+// rule b comes to it: the stricter of the two in each field (stricter),
+// a itself when b adds nothing. Results are kept, so that a scope
+// spanning hosts of different rules builds each combination once.
+func (c *Controller) mergeRules(a, b *rule) *rule {
+	k := [2]*rule{a, b}
+	c.mergedMu.RLock()
+	m := c.merged[k]
+	c.mergedMu.RUnlock()
+	if m != nil {
+		return m
+	}
+	if r := stricter(a, b); r.sameLimits(a) {
+		m = a
+	} else {
+		m = &r
+	}
+	c.mergedMu.Lock()
+	defer c.mergedMu.Unlock()
+	if c.merged == nil {
+		c.merged = map[[2]*rule]*rule{}
+	}
+	if prev := c.merged[k]; prev != nil {
+		return prev
+	}
+	c.merged[k] = m
+	return m
 }
 
 // scope returns the scope of key, creating it with what memory holds of it.
@@ -243,7 +277,7 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 			start = now
 		}
 		s := c.scope(cl.key, cl.rule, now)
-		t, err := s.acquire(ctx, c, cl.key, now, cl.crawlDelay)
+		t, err := s.acquire(ctx, c, cl, now)
 		if err != nil {
 			return Permit{}, err
 		}

@@ -44,3 +44,35 @@ func (c *Controller) scopeCount() int {
 	defer c.mu.RUnlock()
 	return len(c.scopes)
 }
+
+// stricter keeps to both rules in every field, and mergeRules builds a
+// combination once and gives a rule back as it is when the other adds
+// nothing.
+func TestStricterRule(t *testing.T) {
+	resolve := func(r Rule) *rule {
+		out, errs := r.resolve("test")
+		require.Empty(t, errs)
+		return &out
+	}
+	a := resolve(Rule{Rate: 10, MinGap: time.Second, MaxConcurrency: 8, BlockThreshold: -1, ParkFor: time.Minute, MaxRetries: 2})
+	b := resolve(Rule{Rate: 0, RandomGap: time.Second, MaxConcurrency: 4, MinConcurrency: 2, BlockThreshold: 5, ParkFor: -1, InitialRate: 0.5})
+	m := stricter(a, b)
+	assert.Equal(t, 10.0, m.Rate, "a rate ceiling kept where the other has none")
+	assert.Equal(t, time.Second, m.MinGap)
+	assert.Equal(t, time.Second, m.RandomGap)
+	assert.Equal(t, 4, m.MaxConcurrency)
+	assert.Equal(t, 1, m.MinConcurrency)
+	assert.Equal(t, 5, m.BlockThreshold, "a rule that parks beats one that never does")
+	assert.Equal(t, time.Duration(-1), m.ParkFor, "a park until Unpark is the longest")
+	assert.Equal(t, 0.5, m.InitialRate)
+	assert.Equal(t, gapRate(time.Second), m.gapRate, "the gap's ceiling follows")
+	assert.Equal(t, 4, m.law.MaxConcurrency, "and the law's bounds")
+	assert.Equal(t, a.retries, m.retries)
+
+	var c Controller
+	ab := c.mergeRules(a, b)
+	assert.Same(t, ab, c.mergeRules(a, b), "built once")
+	assert.Same(t, ab, c.mergeRules(ab, b), "b adds nothing to their merge")
+	assert.Same(t, ab, c.mergeRules(ab, a))
+	assert.Same(t, a, c.mergeRules(a, a))
+}

@@ -100,3 +100,42 @@ func TestCeilingsSurviveEviction(t *testing.T) {
 		})
 	})
 }
+
+// A scope that spans hosts of different rules (a scope per registered
+// domain) keeps to the strictest of the rules it has met: the MinGap of
+// slow.example.com's rule spaces its requests whichever host of the
+// domain came first. Before, the scope kept the rule of its first
+// request: three requests to slow.example.com took 6 s when it came
+// first and 56 ms when www.example.com did.
+func TestScopeKeepsTheStrictestRule(t *testing.T) {
+	for _, first := range []string{"slow", "www"} {
+		t.Run(first+" first", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var sent []time.Duration
+				start := time.Now()
+				origin := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					if r.URL.Host == "slow.example.com" {
+						sent = append(sent, time.Since(start))
+					}
+					return page(http.StatusOK, "ok")(r)
+				})
+				ctrl, err := polite.New(polite.Config{Robots: new(false), JitterSeed: 1, Scope: polite.ScopeDomain,
+					Rules: []polite.Rule{{Domain: "slow.example.com", MinGap: 2 * time.Second}}})
+				require.NoError(t, err)
+				client := &http.Client{Transport: ctrl.Transport(origin)}
+				urls := []string{"http://www.example.com/", "http://slow.example.com/1", "http://slow.example.com/2", "http://slow.example.com/3"}
+				if first == "slow" {
+					urls[0], urls[1] = urls[1], urls[0]
+				}
+				for _, u := range urls {
+					_, err := get(t.Context(), client, u)
+					require.NoError(t, err)
+				}
+				require.Len(t, sent, 3)
+				for i := 1; i < len(sent); i++ {
+					assert.GreaterOrEqual(t, sent[i]-sent[i-1], 2*time.Second, "slow.example.com's requests %d and %d: %v", i-1, i, sent)
+				}
+			})
+		})
+	}
+}

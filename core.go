@@ -83,6 +83,15 @@ func (c *core) decide(now time.Duration, st *settings) decision {
 	return decision{kind: waitUntil, wake: wake}
 }
 
+// adoptRule puts the scope under rule r from now (a stricter one than
+// its own: Controller.mergeRules): the pacer's ceilings and the law's
+// bounds follow at once.
+func (c *core) adoptRule(r *rule, now time.Duration) {
+	c.rule = r
+	c.law.SetConfig(&r.law)
+	c.pace.sync(now, c)
+}
+
 // limit is the concurrency limit in force.
 func (c *core) limit() int { return c.gate.limit(c.law.Limit()) }
 

@@ -88,6 +88,7 @@ func (c *Controller) reserve(req *http.Request) (hook.Reservation, hook.Readines
 		}
 		s.lastUsed = now
 		tr := s.begin(c, now)
+		s.adoptRule(c, cl.rule, now)
 		q := cause{op: opReserve, crawlDelay: s.pullCeilings(c, cl.key, now, cl.crawlDelay)}
 		var (
 			res  hook.Reservation

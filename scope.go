@@ -43,12 +43,14 @@ func newScope(key string, r *rule, now time.Duration, seed uint64) *scope {
 // scope's ceiling is at least that strict. Each look at the core is one
 // transition, which its observers (the decision log) hear of once the lock is
 // released.
-func (s *scope) acquire(ctx context.Context, c *Controller, key string, now time.Duration, crawlDelay time.Duration) (stamp, error) {
+func (s *scope) acquire(ctx context.Context, c *Controller, cl call, now time.Duration) (stamp, error) {
 	entry := now
+	key := cl.key
 	s.mu.Lock()
 	s.lastUsed = now
 	tr := s.begin(c, now)
-	q := cause{op: opAcquire, crawlDelay: s.pullCeilings(c, key, now, crawlDelay)}
+	s.adoptRule(c, cl.rule, now)
+	q := cause{op: opAcquire, crawlDelay: s.pullCeilings(c, key, now, cl.crawlDelay)}
 	if t, ok := s.useReservation(now, c.st.MaxPause); ok {
 		q.granted, q.reserved = true, true
 		s.publish(c, key, &tr, &q)
@@ -160,6 +162,22 @@ func (s *scope) take(now time.Duration) stamp {
 // changed since the last look, and applies the Crawl-delay of the
 // request's origin. It returns the Crawl-delay that changed the ceiling (0:
 // none did). Called with mu held.
+// adoptRule makes the scope keep to r as well as to its rule: a scope
+// whose hosts match different rules (a scope per registered domain or per
+// proxy, a key of the user's) keeps to the strictest of those it has met,
+// each ceiling the lowest, each gap the longest. Else the rule of its
+// first request would rule them all, and a host's own ceiling would be
+// dropped whenever another host of its scope came first. Called with
+// s.mu held.
+func (s *scope) adoptRule(c *Controller, r *rule, now time.Duration) {
+	if r == nil || r == s.core.rule {
+		return
+	}
+	if m := c.mergeRules(s.core.rule, r); m != s.core.rule {
+		s.core.adoptRule(m, now)
+	}
+}
+
 func (s *scope) pullCeilings(c *Controller, key string, now time.Duration, crawlDelay time.Duration) time.Duration {
 	var remembered time.Duration
 	var ok bool

@@ -272,6 +272,15 @@ func (l *Law) Init(c *Config, now time.Duration) {
 	}
 }
 
+// SetConfig puts the law under c from now (the caller's rule changed):
+// the concurrency limit moves within c's bounds at once, and the next
+// decisions read c.
+func (l *Law) SetConfig(c *Config) {
+	l.cfg = c
+	l.limit = math.Min(math.Max(l.limit, float64(c.MinConcurrency)), float64(c.MaxConcurrency))
+	l.ssthresh = min(l.ssthresh, float32(c.MaxConcurrency))
+}
+
 // MaxRate bounds every rate the law takes from outside its own
 // measurements (quota headers, an estimate restored or imported, a fleet's
 // shared state), req/s: a value from outside is untrusted, and no polite
