@@ -246,7 +246,9 @@ func (s *scope) sharedChange(now time.Duration) ([]byte, uint64) {
 // Close gives back what the controller holds in a shared fleet.Store
 // (leases on concurrency slots) and stops renewing them, within a second
 // whatever the store does. Without a Store it does nothing. The controller
-// still works after Close, on its own. Safe for concurrent use.
+// still works after Close, on its own: at its share of the fleet, as when
+// the store is down, asking the store for no lease (one would never be
+// renewed). Safe for concurrent use.
 func (c *Controller) Close() error {
 	if c.fleet != nil {
 		c.fleet.Close()

@@ -176,6 +176,7 @@ type Client struct {
 	flushing bool           // guarded by mu: a goroutine gives the owed leases back
 	flushes  sync.WaitGroup // the goroutines giving owed leases back
 	closed   bool           // guarded by mu: Close was called (no flush starts after it)
+	shut     atomic.Bool    // Close was called: no send asks the store again
 	// life ends with Close: it bounds the calls of the goroutine giving
 	// owed leases back
 	life context.Context
@@ -779,6 +780,12 @@ func (c *Client) Down() bool { return c.down.Load() }
 
 // skip reports whether the store is down and not yet due for another try.
 func (c *Client) skip() bool {
+	if c.shut.Load() {
+		// closed: the controller goes on, on its own at its share; a
+		// lease taken now would never be renewed, and would lapse under
+		// a send still in flight
+		return true
+	}
 	if !c.down.Load() {
 		return false
 	}
@@ -900,6 +907,7 @@ func (c *Client) drop(lease string) {
 // Close stops renewing, gives every lease held back and ends the
 // subscription to the store's pauses.
 func (c *Client) Close() {
+	c.shut.Store(true)
 	c.mu.Lock()
 	c.closed = true
 	held := c.leases

@@ -699,3 +699,39 @@ func TestGrantedPanicGivesTheLeaseBack(t *testing.T) {
 		c.After("s", l, Report{Lease: send.Lease})
 	})
 }
+
+// countingStore counts the leases asked of it.
+type countingStore struct {
+	fleet.MemoryStore
+	leases atomic.Int64
+}
+
+func (s *countingStore) Lease(ctx context.Context, r fleet.LeaseRequest) (fleet.Lease, error) {
+	s.leases.Add(1)
+	return s.MemoryStore.Lease(ctx, r)
+}
+
+// After Close the controller goes on on its own, at its share of the
+// fleet as when its store is down: no send asks the store again. Before,
+// its sends still took leases, which nothing renewed after Close: a send
+// longer than a lease's life lost its slot while in flight, and the fleet
+// handed it to another process, over its concurrency limit.
+func TestClosedClientTakesNoLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &countingStore{}
+		c := newClient(store)
+		l := &local{rate: 10, limit: 4}
+		send, err := c.Before(context.Background(), "a", l, false)
+		require.NoError(t, err)
+		require.NotEmpty(t, send.Lease)
+		c.After("a", l, Report{Lease: send.Lease})
+		asked := store.leases.Load()
+		c.Close()
+		_, err = c.Before(context.Background(), "a", l, false)
+		require.ErrorIs(t, err, ErrAgain, "the first send after Close takes its slot again, at its share")
+		send, err = c.Before(context.Background(), "a", l, false)
+		require.NoError(t, err)
+		assert.Empty(t, send.Lease, "no lease: the store is not asked")
+		assert.Equal(t, asked, store.leases.Load())
+	})
+}
