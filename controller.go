@@ -29,6 +29,10 @@ type Controller struct {
 	events stream
 	known  *knowledge          // what outlives a scope: robots.txt, ceilings
 	fleet  *fleetclient.Client // with a Store: the fleet's side, nil otherwise
+	// fleetLive is the most processes any scope's store answer counted
+	// (0: the store never answered): the fleet's size for a scope the
+	// store has not answered for
+	fleetLive atomic.Int64
 	// peekBody: detectors that may read the body are configured (block-page
 	// markers, or a Classifier with Detectors of its own), so the transport
 	// shows them the first 16 KiB of bodies under 500.

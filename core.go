@@ -394,6 +394,19 @@ func (c *core) setShare(now time.Duration, share float64) (was float64) {
 	return was
 }
 
+// setLone holds the rate at the rule's initial rate while on (a fleet
+// whose store never answered: its size is unknown), and the law under it.
+func (c *core) setLone(now time.Duration, on bool) {
+	lone := 0.0
+	if on {
+		lone = c.rule.InitialRate
+	}
+	if lone != c.pace.lone {
+		c.pace.lone = lone
+		c.pace.sync(now, c)
+	}
+}
+
 // rejoin: the store answers again while this process keeps to its share
 // (setShare): its sends are spaced by the fleet's schedule again.
 func (c *core) rejoin(now time.Duration) {

@@ -27,6 +27,7 @@ func newFleet(st *settings, now func() time.Duration) *fleetclient.Client {
 type scopeFleet struct {
 	version uint64
 	live    int
+	heard   bool       // the store answered for this scope
 	shared  law.Shared // what was last adopted or sent to be committed
 	// seed is the fleet's state as last adopted or committed, encoded: what
 	// a store that lost the scope's state is seeded with (nil until there
@@ -107,7 +108,11 @@ func (f fleetScope) Granted(state []byte, version uint64, live int, ceiling floa
 		} else {
 			sf.version = version
 		}
-		sf.live = live
+		sf.live, sf.heard = live, true
+		for seen := f.c.fleetLive.Load(); int64(live) > seen && !f.c.fleetLive.CompareAndSwap(seen, int64(live)); {
+			seen = f.c.fleetLive.Load()
+		}
+		s.core.setLone(now, false)
 		if !rejoining {
 			s.core.setShare(now, 1)
 		} else {
@@ -126,12 +131,23 @@ func (f fleetScope) Random() float64 {
 // Alone implements fleetclient.Local: the scope runs on its local share of
 // the fleet, the rate last known divided by the processes seen on it, a
 // transition of the decision log when the rate moves. The concurrency limit is
-// not divided: the rate bounds the sends.
+// not divided: the rate bounds the sends. A scope the store never answered
+// for takes the most processes any other scope's answer counted; if the
+// store never answered at all, the fleet's size is unknown, and the scope
+// keeps to its rule's initial rate (Rule.InitialRate, 2/s by default) until
+// it does: each process of a fleet that started with its store down would
+// otherwise search the host's capacity on its own, at its full rate.
 func (f fleetScope) Alone() bool {
 	var changed bool
 	s := f.s
 	s.fleetTransition(f.c, f.key, func(now time.Duration) {
-		live := s.fleetView().live
+		sf := s.fleetView()
+		live := sf.live
+		if !sf.heard {
+			seen := f.c.fleetLive.Load()
+			live = max(live, int(seen))
+			s.core.setLone(now, seen == 0)
+		}
 		was := s.core.setShare(now, 1/float64(max(live, 1)))
 		changed = live > 1 && (was == 0 || was == 1)
 	})

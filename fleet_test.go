@@ -743,3 +743,30 @@ func TestFleetScheduleBeyondMaxPause(t *testing.T) {
 	assert.GreaterOrEqual(t, late, 15, "one send per 31 s over the last 10 minutes: 19")
 	assert.LessOrEqual(t, late, 20, "and no more")
 }
+
+// A fleet whose store is down from the start does not know its size:
+// each process keeps to its rule's initial rate (2/s) until the store
+// answers, never searching the host's capacity on its own at its full
+// rate; once the store answers the fleet searches it together. Four
+// processes against a host that never says no, the store down for the
+// first 20 s. Before, each process ran slow start on its own (the store's
+// answer for a scope, which it never had, was its only count of the
+// fleet), and the host saw 4 x 64/s by the tenth second.
+func TestFleetStoreDownFromTheStart(t *testing.T) {
+	store := &failingStore{}
+	store.broken.Store(true)
+	p := testserver.Policy{Latency: testserver.Latency{Base: 50 * time.Millisecond}}
+	st := fleetCrawlWith(t, 4, 6, store, p, 40*time.Second, func() {
+		time.AfterFunc(20*time.Second, func() { store.broken.Store(false) })
+	})
+	most := 0
+	for from := time.Duration(0); from < 19*time.Second; from += 100 * time.Millisecond {
+		most = max(most, window(st, from, from+time.Second))
+	}
+	down := float64(window(st, time.Second, 19*time.Second)) / 18
+	after := window(st, 35*time.Second, 40*time.Second) / 5
+	t.Logf("store down: %.2f/s, at most %d in any second; 15-20 s after it answers: %d/s", down, most, after)
+	assert.LessOrEqual(t, down, 4*2+0.5, "four processes at 2/s each")
+	assert.LessOrEqual(t, most, 4*3, "a second holds at most three sends 0.5 s apart of each")
+	assert.Greater(t, after, 8, "and once it answers, the fleet's slow start")
+}

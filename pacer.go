@@ -34,6 +34,9 @@ type pacer struct {
 	// process's sends
 	fleetCeil  float64
 	fleetKnown bool
+	// lone is the ceiling of a fleet's process whose store never
+	// answered, req/s (0: none): the fleet's size is unknown
+	lone float64
 }
 
 // sync recomputes the rate in force from the law's rate and the ceilings,
@@ -56,8 +59,14 @@ func (p *pacer) sync(now time.Duration, c *core) bool {
 			lawCeil = v
 		}
 	}
+	if v := p.lone; v > 0 && (lawCeil == 0 || v < lawCeil) {
+		lawCeil = v
+	}
 	c.law.SetCeiling(lawCeil)
 	r := c.law.Rate()
+	if v := p.lone; v > 0 && r > v {
+		r = v
+	}
 	if p.share > 0 && p.share < 1 {
 		r *= p.share
 	}
