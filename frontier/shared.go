@@ -73,12 +73,26 @@ var ErrLost = errors.New("frontier: the shared queue's store lost it")
 type SharedRestore struct {
 	N int // the piece's number, from 0: each counts once
 	// Seen are keys this process added; Ended keys of requests it
-	// ended, or holds (they are not taken again); Items, its own
-	// requests that have not ended, queued again.
+	// ended (they are not taken again); Items, its own requests that
+	// have not ended, queued again.
 	Seen, Ended [][]byte
 	Items       []SharedItem
+	// Leases are the requests it holds (at a scope's head, or running),
+	// leased to it again for TTL under the same names, and its own from
+	// then on: their keys are not taken again, unless by way of the
+	// lease (released, or expired, its request goes back to its scope's
+	// head and its next take hands it out, once).
+	Leases []SharedLease
+	TTL    time.Duration
 	// Done and Failed add to the fleet's totals: this process's ends.
 	Done, Failed int64
+}
+
+// SharedLease is a request held under a lease, as SharedRestore gives it
+// back.
+type SharedLease struct {
+	Lease string
+	SharedItem
 }
 
 // SharedItem is one request to add to a Shared.

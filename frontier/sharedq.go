@@ -29,10 +29,12 @@ import (
 // tried until it is in): the keys it added, its requests the store has
 // not said ended (it keeps each one it added until then: its record and
 // scope, some 100 bytes for a plain GET, and 16 bytes of key for good),
-// the keys of those it ended or holds (16 bytes each, for good), and its
-// counts of ends. Its requests held then, at a scope's head or running,
-// are run by it and not again; their ends find no lease and count
-// nowhere (the fleet's Done misses them).
+// the keys of those it ended (16 bytes each, for good), the requests it
+// holds, and its counts of ends. Its requests held then, at a scope's head
+// or running, are leased to it again in the new queue, under the same
+// names: each runs once, by it, or goes back to the fleet if its lease is
+// released or expires, as before the loss. Ends wait while a restore
+// runs: an end must find its lease in the new queue.
 
 // pollEvery is how often a queue with a Shared reads the fleet's counts.
 const pollEvery = 250 * time.Millisecond
@@ -51,22 +53,22 @@ type sharedBackend struct {
 	owner string // this queue's name in the store
 
 	mu    sync.Mutex
-	held  map[string]key // leases held, at a scope's head or running, and their keys; guarded by mu
-	part  part           // what this queue gives back to a store that lost the queue; guarded by mu
-	lost  bool           // a restore runs; guarded by mu
-	gen   uint64         // restores ended; guarded by mu
-	ends  []SharedEnd    // to send; guarded by mu
-	sent  int            // ends in the round being sent; guarded by mu
-	busy  bool           // an ends round runs; guarded by mu
-	idle  *sync.Cond     // on mu: broadcast when busy ends
-	down  bool           // the last call failed; guarded by mu
+	held  map[string]hold // leases held, at a scope's head or running; guarded by mu
+	part  part            // what this queue gives back to a store that lost the queue; guarded by mu
+	lost  bool            // a restore runs; guarded by mu
+	gen   uint64          // restores ended; guarded by mu
+	ends  []SharedEnd     // to send; guarded by mu
+	sent  int             // ends in the round being sent; guarded by mu
+	busy  bool            // an ends round runs; guarded by mu
+	idle  *sync.Cond      // on mu: broadcast when busy ends
+	down  bool            // the last call failed; guarded by mu
 	stop  chan struct{}
 	wg    sync.WaitGroup
 	close sync.Once
 }
 
 func newSharedBackend(sh Shared, ttl time.Duration) *sharedBackend {
-	b := &sharedBackend{sh: sh, ttl: ttl, owner: leaseName()[:16], held: map[string]key{}, stop: make(chan struct{})}
+	b := &sharedBackend{sh: sh, ttl: ttl, owner: leaseName()[:16], held: map[string]hold{}, stop: make(chan struct{})}
 	b.part = part{mine: map[key]mine{}, added: map[key]struct{}{}, ended: map[key]struct{}{}}
 	b.idle = sync.NewCond(&b.mu)
 	b.wg.Go(b.renew)
@@ -178,6 +180,15 @@ type mine struct {
 	rec   []byte
 }
 
+// hold is a request held under a lease: what a store that lost the queue
+// is given to lease it again.
+type hold struct {
+	k     key
+	scope string
+	rec   []byte
+	ended bool // its end is queued or being sent
+}
+
 // part is what a queue gives back to a store that lost the queue.
 type part struct {
 	mine         map[key]mine
@@ -219,7 +230,7 @@ func (b *sharedBackend) take(refills []refill) ([][]item, error) {
 		}
 		var k key
 		copy(k[:], g.Key)
-		b.held[asks[i].Lease] = k
+		b.held[asks[i].Lease] = hold{k: k, scope: refills[i].s.key, rec: g.Record}
 		if err := checkRecord(g.Record); err != nil {
 			// not the frontier's record: ended as failed, not handed out
 			b.endLocked(asks[i].Lease, true)
@@ -244,8 +255,10 @@ func (b *sharedBackend) end(lease string, failed bool) {
 // held.
 func (b *sharedBackend) endLocked(lease string, failed bool) {
 	b.ends = append(b.ends, SharedEnd{Lease: lease, Failed: failed})
-	if k, ok := b.held[lease]; ok {
-		b.part.ended[k] = struct{}{}
+	if h, ok := b.held[lease]; ok {
+		h.ended = true
+		b.held[lease] = h
+		b.part.ended[h.k] = struct{}{}
 		if failed {
 			b.part.failed++
 		} else {
@@ -265,18 +278,37 @@ func (b *sharedBackend) startEnds() {
 }
 
 // sendEnds sends ends until none is pending, trying again while the store
-// fails, until the queue closes.
+// fails, until the queue closes. While a restore runs it waits: the
+// leases of these ends may not be in the new queue yet, and an end that
+// found none would leave its lease to expire and its request to run again.
 func (b *sharedBackend) sendEnds() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	defer b.idle.Broadcast()
 	for len(b.ends) > 0 {
+		if b.lost {
+			b.mu.Unlock()
+			stopped := false
+			select {
+			case <-b.stop:
+				stopped = true
+			case <-time.After(sharedRetry):
+			}
+			b.mu.Lock()
+			if stopped {
+				b.busy = false // shutdown's last try sends them
+				return
+			}
+			continue
+		}
 		round := b.ends
 		b.ends, b.sent = nil, len(round)
 		b.mu.Unlock()
 		ctx, cancel := b.ctx()
 		err := b.call(func() error { return b.sh.Done(ctx, round) })
 		cancel()
+		// ErrLost: the queue was lost before these ends; they are in the
+		// part a restore gives (ended, not leased again)
 		if err != nil && !errors.Is(err, ErrLost) {
 			stopped := false
 			select {
@@ -312,11 +344,12 @@ func (b *sharedBackend) unsent() int {
 }
 
 // flush returns once the ends pending now are sent, or the store failed
-// them: a queue that stops is not held by a store that is down.
+// them: a queue that stops is not held by a store that is down, nor by a
+// restore that runs.
 func (b *sharedBackend) flush() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for b.busy && !b.down {
+	for b.busy && !b.down && !b.lost {
 		b.idle.Wait()
 	}
 }
@@ -394,6 +427,7 @@ func (b *sharedBackend) restore() {
 	b.lost = false
 	b.gen++
 	b.mu.Unlock()
+	b.idle.Broadcast()
 }
 
 // restoreOnce gives the part as it is now; false if the queue was lost
@@ -401,27 +435,35 @@ func (b *sharedBackend) restore() {
 // closes.
 func (b *sharedBackend) restoreOnce() bool {
 	b.mu.Lock()
-	p := SharedRestore{Done: b.part.done, Failed: b.part.failed}
+	p := SharedRestore{TTL: b.ttl, Done: b.part.done, Failed: b.part.failed}
 	var pieces []SharedRestore
 	next := func() *SharedRestore {
-		if len(p.Seen)+len(p.Ended)+len(p.Items) >= restorePiece {
+		if len(p.Seen)+len(p.Ended)+len(p.Leases)+len(p.Items) >= restorePiece {
 			pieces = append(pieces, p)
-			p = SharedRestore{N: len(pieces)}
+			p = SharedRestore{N: len(pieces), TTL: b.ttl}
 		}
 		return &p
 	}
 	// what ended or is held first; the items before the keys seen, which
 	// hold theirs (restoreScript queues no item whose key is seen)
-	ended := maps.Clone(b.part.ended)
-	for _, k := range b.held {
-		ended[k] = struct{}{}
-	}
-	for k := range ended {
+	for k := range b.part.ended {
 		c := next()
 		c.Ended = append(c.Ended, bytesOf(k))
 	}
+	skip := maps.Clone(b.part.ended)
+	for l, h := range b.held {
+		if h.ended {
+			continue // in Ended, and counted in Done
+		}
+		skip[h.k] = struct{}{}
+		c := next()
+		c.Leases = append(c.Leases, SharedLease{Lease: l, SharedItem: SharedItem{Scope: h.scope, Key: bytesOf(h.k), Record: h.rec}})
+		// this queue's in the new queue: kept until the store says it
+		// ended, as those it added
+		b.part.mine[h.k] = mine{scope: h.scope, rec: h.rec}
+	}
 	for k, m := range b.part.mine {
-		if _, ok := ended[k]; ok {
+		if _, ok := skip[k]; ok {
 			continue // ended, or held: it is not queued again
 		}
 		c := next()

@@ -111,7 +111,7 @@ func New(ctx context.Context, client redis.UniversalClient, o Options) (*Frontie
 	if f.page <= 0 {
 		f.page = 1000
 	}
-	for _, k := range []string{"epoch", "seen", "queued", "names", "leases", "expiry", "totals", "ended", "tomb", "restored", "held"} {
+	for _, k := range []string{"epoch", "seen", "queued", "names", "leases", "expiry", "totals", "ended", "tomb", "restored", "held", "pass"} {
 		f.keys = append(f.keys, tag+":"+k)
 	}
 	if err := client.SetNX(ctx, f.keys[0], newEpoch(), 0).Err(); err != nil {
@@ -485,13 +485,17 @@ func (f *Frontier) Restore(ctx context.Context, own string, p frontier.SharedRes
 	if p.N > 0 {
 		epoch = f.queue() // the first piece's
 	}
-	args := []any{epoch, f.lists, owner(own), p.N, p.Done, p.Failed, restoreHold.Milliseconds(), len(p.Seen)}
+	args := []any{epoch, f.lists, owner(own), p.N, p.Done, p.Failed, restoreHold.Milliseconds(), p.TTL.Milliseconds(), len(p.Seen)}
 	for _, k := range p.Seen {
 		args = append(args, seenKey(k))
 	}
 	args = append(args, len(p.Ended))
 	for _, k := range p.Ended {
 		args = append(args, seenKey(k))
+	}
+	args = append(args, len(p.Leases))
+	for _, l := range p.Leases {
+		args = append(args, l.Lease, scopeID(l.Scope), l.Scope, seenKey(l.Key), l.Record)
 	}
 	for _, it := range p.Items {
 		args = append(args, scopeID(it.Scope), it.Scope, seenKey(it.Key), it.Record)

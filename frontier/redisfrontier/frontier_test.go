@@ -407,6 +407,64 @@ func TestLostQueueRestored(t *testing.T) {
 	}
 }
 
+// A process holding requests at its scopes' heads when Redis is flushed
+// stops once the queue is built again, before they run: its Run gives
+// them back to the new queue, and another process fetches them, each once.
+func TestLostQueueHeadsGivenBack(t *testing.T) {
+	rs := redistest.Start(t)
+	rdb := rs.Client(t)
+	ctx := context.Background()
+	hosts := []string{"a.test", "b.test", "c.test"}
+	cfg := testserver.Config{Hosts: map[string]testserver.Policy{}}
+	for _, h := range hosts {
+		cfg.Hosts[h] = testserver.Policy{Latency: testserver.Latency{Base: 2 * time.Second}, Site: testserver.Site{Pages: 4}}
+	}
+	srv := testserver.NewTest(t, cfg)
+	var mu sync.Mutex
+	fetched := map[string]int{}
+	count := func(r *colly.Response) {
+		mu.Lock()
+		fetched[r.Request.URL.String()]++
+		mu.Unlock()
+	}
+	a := newProcess(t, srv, rdb, "heads", frontier.Config{Threads: 1})
+	a.c.OnResponse(count)
+	var urls []string
+	for _, h := range hosts {
+		for i := range 2 {
+			urls = append(urls, fmt.Sprintf("%s/page/%d", srv.HostURL(h), i))
+		}
+	}
+	_, err := a.q.AddURLs(urls...)
+	require.NoError(t, err)
+	sending := make(chan struct{})
+	var once sync.Once
+	a.c.OnRequest(func(*colly.Request) { once.Do(func() { close(sending) }) })
+	ran := make(chan error, 1)
+	go func() { ran <- a.q.Run(a.c) }()
+	<-sending
+	// a head of each scope leased, one of them sent: the others wait
+	// behind the one thread
+	require.Eventually(t, func() bool { return rdb.ZCard(ctx, "{heads}:expiry").Val() == 4 }, 5*time.Second, 10*time.Millisecond)
+	require.NoError(t, rs.Do("FLUSHALL"))
+	// built again from a's part (one piece, which sets the epoch)
+	require.Eventually(t, func() bool { return rdb.Exists(ctx, "{heads}:epoch").Val() == 1 }, 5*time.Second, 10*time.Millisecond)
+	a.q.Stop()
+	require.NoError(t, <-ran)
+	require.Equal(t, int64(1), a.fetched.Load(), "stopped before its heads ran")
+
+	b := newProcess(t, srv, rdb, "heads", frontier.Config{Threads: 6})
+	b.c.OnResponse(count)
+	require.NoError(t, b.q.Run(b.c))
+	for _, u := range urls {
+		assert.Equal(t, 1, fetched[u], "%s: fetched once, by a or b", u)
+	}
+	for _, h := range hosts {
+		st := srv.Stats(h)
+		assert.Equal(t, len(st.Accepted), st.Requests, "%s: no page twice", h)
+	}
+}
+
 // A store fault of 2 s mid-crawl of two processes (queue and send slots
 // alike) loses nothing and fails nothing: every page is fetched, once,
 // and the crawl resumes when the store answers again. The faults: a Redis
@@ -519,6 +577,69 @@ func TestScripts(t *testing.T) {
 	require.NoError(t, rs.Do("FLUSHALL"))
 	err = f.Restore(ctx, "owner-a", frontier.SharedRestore{N: 1, Seen: [][]byte{[]byte("2")}})
 	assert.True(t, errors.Is(err, frontier.ErrLost), "%v", err)
+}
+
+// A restore leases the requests a process held at the loss to it again,
+// under their names: a copy that another process queued again is dropped;
+// released or expired, a request goes back to its scope's head and is
+// handed out once; an end counts and its holder hears of it.
+func TestScriptsRestoredLeases(t *testing.T) {
+	rs := redistest.Start(t)
+	ctx := context.Background()
+	f, err := redisfrontier.New(ctx, rs.Client(t), redisfrontier.Options{Prefix: "restored"})
+	require.NoError(t, err)
+	require.NoError(t, rs.Do("FLUSHALL"))
+	_, err = f.Counts(ctx, "owner-a")
+	require.ErrorIs(t, err, frontier.ErrLost)
+	hash := func(k string) []byte { h := sha256.Sum256([]byte(k)); return h[:16] }
+	held := func(lease, key string) frontier.SharedLease {
+		return frontier.SharedLease{Lease: lease, SharedItem: frontier.SharedItem{Scope: "s", Key: []byte(key), Record: []byte(key + ", held by b")}}
+	}
+	// a, which added x and w, is restored before b, which held x, y, w
+	// and z at the loss (z for no time: its lease has expired), and after
+	// it for w
+	require.NoError(t, f.Restore(ctx, "owner-a", frontier.SharedRestore{
+		Seen: [][]byte{[]byte("x"), []byte("w")}, Items: []frontier.SharedItem{{Scope: "s", Key: []byte("x"), Record: []byte("x, a's")}},
+	}))
+	require.NoError(t, f.Restore(ctx, "owner-b", frontier.SharedRestore{
+		Leases: []frontier.SharedLease{held("lx", "x"), held("ly", "y"), held("lw", "w")}, TTL: time.Minute,
+	}))
+	require.NoError(t, f.Restore(ctx, "owner-b", frontier.SharedRestore{N: 1, Leases: []frontier.SharedLease{held("lz", "z")}}))
+	require.NoError(t, f.Restore(ctx, "owner-a", frontier.SharedRestore{
+		N: 1, Items: []frontier.SharedItem{{Scope: "s", Key: []byte("w"), Record: []byte("w, a's")}},
+	}))
+	require.NoError(t, rs.Do("SET", "{restored}:held", "0"))
+	c, err := f.Counts(ctx, "owner-a")
+	require.NoError(t, err)
+	assert.Equal(t, [][]byte{hash("w")}, c.Ended, "a's w is not queued: b holds it")
+
+	take := func(lease string) string {
+		t.Helper()
+		got, err := f.Take(ctx, []frontier.SharedAsk{{Scope: "s", Lease: lease}}, time.Minute)
+		require.NoError(t, err)
+		return string(got[0].Record)
+	}
+	// z's lease expired: back, with a pass; a's x is dropped, a told
+	assert.Equal(t, "z, held by b", take("t1"))
+	assert.Empty(t, take("t2"), "a's copy of x dropped: b holds x")
+	c, err = f.Counts(ctx, "owner-a")
+	require.NoError(t, err)
+	assert.Equal(t, [][]byte{hash("x")}, c.Ended)
+	assert.Equal(t, int64(1), c.Returned)
+	assert.Equal(t, 4, c.Leased, "x, y, w and z's new lease")
+
+	require.NoError(t, f.Release(ctx, []string{"lx", "t1"}))
+	assert.Equal(t, "z, held by b", take("t3"), "released: handed out")
+	assert.Equal(t, "x, held by b", take("t4"))
+	assert.Empty(t, take("t5"))
+	require.NoError(t, f.Release(ctx, []string{"t4"}))
+	assert.Equal(t, "x, held by b", take("t6"), "released again: handed out again")
+	require.NoError(t, f.Done(ctx, []frontier.SharedEnd{{Lease: "ly"}, {Lease: "t6"}, {Lease: "t3", Failed: true}}))
+	c, err = f.Counts(ctx, "owner-b")
+	require.NoError(t, err)
+	assert.ElementsMatch(t, [][]byte{hash("y"), hash("x"), hash("z")}, c.Ended, "b's now: it hears of their ends")
+	assert.Equal(t, []int64{2, 1, 1}, []int64{c.Done, c.Failed, int64(c.Leased)}, "w still held")
+	assert.Zero(t, c.Queued)
 }
 
 // A lease lives 300 ms and each page takes 500 ms: renewed every 100 ms

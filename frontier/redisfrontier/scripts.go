@@ -16,7 +16,9 @@ import "github.com/redis/go-redis/v9"
 // failed, returned), 8 the ended counts (hash: scope id -> count), 9 the
 // keys not to hand out (set: requests that ended, or were held, before the
 // queue was lost), 10 the pieces restored (set: owner:piece), 11 until
-// when takes are held (string, ms) after a lost queue started again. A
+// when takes are held (string, ms) after a lost queue started again, 12
+// the passes (set: keys of 9 whose request went back to its scope's list
+// from a lease, which a take then hands out once). A
 // scope's list is ARGV[2] .. its id, and an owner's list of ends ARGV[2]
 // .. 'e:' .. the owner: keys a script builds, all under the same hash tag
 // as the others (one slot).
@@ -41,22 +43,32 @@ local function tell(owner, key)
 end
 `
 
-// prelude checks the epoch, reads the clock and defines reclaim, which
-// queues again, at their scopes' heads, up to ARGV[3] requests whose lease
-// expired (their process died, or stopped renewing).
+// prelude checks the epoch, reads the clock and defines back, which puts
+// a lease's request back at its scope's head, and reclaim, which does so
+// for up to ARGV[3] requests whose lease expired (their process died, or
+// stopped renewing).
 const prelude = `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('LOST the queue is gone') end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- back queues a lease's entry v (48 bytes or more) again. A key not to
+-- hand out was leased when the queue was built again: its request has
+-- not run, and gets a pass (any other copy of it is still dropped).
+local function back(v)
+  local sid = string.sub(v, 1, 16)
+  redis.call('LPUSH', ARGV[2] .. sid, string.sub(v, 17))
+  redis.call('HINCRBY', KEYS[3], sid, 1)
+  if redis.call('SISMEMBER', KEYS[9], string.sub(v, 33, 48)) == 1 then
+    redis.call('SADD', KEYS[12], string.sub(v, 33, 48))
+  end
+end
 local function reclaim(n)
   if n <= 0 then return end
   local gone = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now, 'LIMIT', 0, n)
   for _, l in ipairs(gone) do
     local v = redis.call('HGET', KEYS[5], l)
     if v and #v >= 48 then
-      local sid = string.sub(v, 1, 16)
-      redis.call('LPUSH', ARGV[2] .. sid, string.sub(v, 17))
-      redis.call('HINCRBY', KEYS[3], sid, 1)
+      back(v)
       redis.call('HINCRBY', KEYS[7], 'returned', 1)
     end
     redis.call('HDEL', KEYS[5], l)
@@ -96,9 +108,10 @@ return out
 // lease name. Returns per ask the key and record leased, or false (nil)
 // for none, 0 for none because the scope has nothing queued; none at all
 // while takes are held. A lease that exists already
-// (a retry) returns its request, renewed. An entry whose key ended before
-// the queue was lost is dropped (it ran), and its owner told, as of an
-// end.
+// (a retry) returns its request, renewed. An entry whose key ended (or was
+// held) before the queue was lost is dropped (it ran, or its holder has
+// it), and its owner told, as of an end, unless the key has a pass, which
+// the take uses.
 var takeScript = redis.NewScript(prelude + `
 reclaim(tonumber(ARGV[3]) or 0)
 local ttl = tonumber(ARGV[4]) or 0
@@ -124,13 +137,14 @@ for i = 5, #ARGV - 1, 2 do
           redis.call('HSET', KEYS[3], sid, redis.call('LLEN', ARGV[2] .. sid))
         end
       end
-      if #e >= 32 and not (tomb and redis.call('SISMEMBER', KEYS[9], string.sub(e, 17, 32)) == 1) then
+      local k = string.sub(e, 17, 32)
+      if #e >= 32 and not (tomb and redis.call('SISMEMBER', KEYS[9], k) == 1 and redis.call('SREM', KEYS[12], k) == 0) then
         redis.call('HSET', KEYS[5], lease, sid .. e)
         redis.call('ZADD', KEYS[6], now + ttl, lease)
         got = string.sub(e, 17)
         break
       end
-      if #e >= 32 then tell(string.sub(e, 1, 16), string.sub(e, 17, 32)) end
+      if #e >= 32 then tell(string.sub(e, 1, 16), k) end
     end
     if not got and redis.call('LLEN', ARGV[2] .. sid) == 0 then
       redis.call('HDEL', KEYS[3], sid)
@@ -171,11 +185,7 @@ for i = 4, #ARGV do
   local v = redis.call('HGET', KEYS[5], ARGV[i])
   if v and redis.call('ZREM', KEYS[6], ARGV[i]) == 1 then
     redis.call('HDEL', KEYS[5], ARGV[i])
-    if #v >= 48 then
-      local sid = string.sub(v, 1, 16)
-      redis.call('LPUSH', ARGV[2] .. sid, string.sub(v, 17))
-      redis.call('HINCRBY', KEYS[3], sid, 1)
-    end
+    if #v >= 48 then back(v) end
   end
 end
 return 1
@@ -239,12 +249,16 @@ return {out, st[1] or '0', st[2] or '0', st[3] or '0', redis.call('ZCARD', KEYS[
 // the epoch the first joined (another: LOST, lost again meanwhile, and
 // the part starts again). 2 list prefix, 3 the
 // owner, 4 the piece's number, 5 done, 6 failed (to add to the totals), 7
-// how long takes are held from this piece (ms), 8 how many
-// keys seen, then those, then how many ended, those, and per item its
-// scope id, scope, key and record. Returns the queue's epoch. An item
-// whose key the new queue has seen already is not queued: another
-// process, restored first, added it again meanwhile (its pieces put the
-// items before the keys seen, so its own keys seen hide none of them).
+// how long takes are held from this piece (ms), 8 the leases' life (ms), 9
+// how many keys seen, then those, then how many ended, those, how many
+// leases, and per lease its name, scope id, scope, key and record, then
+// per item its scope id, scope, key and record. Returns the queue's
+// epoch. An item whose key the new queue has seen already is not queued:
+// another process, restored first, added it again meanwhile, or holds it
+// (its pieces put the items before the keys seen, so its own keys seen
+// hide none of them). A lease is the owner's, its key seen and not to
+// hand out (another process's copy, queued before or after, is dropped):
+// only the lease puts its request back.
 var restoreScript = redis.NewScript(tell + `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -261,9 +275,12 @@ if (tonumber(redis.call('GET', KEYS[11]) or '') or 0) < h then redis.call('SET',
 if redis.call('SADD', KEYS[10], ARGV[3] .. ':' .. ARGV[4]) == 0 then return epoch end
 redis.call('HINCRBY', KEYS[7], 'done', tonumber(ARGV[5]) or 0)
 redis.call('HINCRBY', KEYS[7], 'failed', tonumber(ARGV[6]) or 0)
-local ns = tonumber(ARGV[8]) or 0
-local ne = tonumber(ARGV[9 + ns]) or 0
-local items = 10 + ns + ne
+local ttl = tonumber(ARGV[8]) or 0
+local ns = tonumber(ARGV[9]) or 0
+local ne = tonumber(ARGV[10 + ns]) or 0
+local nl = tonumber(ARGV[11 + ns + ne]) or 0
+local leases = 12 + ns + ne
+local items = leases + 5 * nl
 -- the items first: the keys seen hold theirs
 for k = items, #ARGV - 3, 4 do
   local sid, scope, key, rec = ARGV[k], ARGV[k+1], ARGV[k+2], ARGV[k+3]
@@ -277,7 +294,15 @@ for k = items, #ARGV - 3, 4 do
     tell(ARGV[3], key)
   end
 end
-for k = 9, 8 + ns do redis.call('SADD', KEYS[2], ARGV[k]) end
-for k = 10 + ns, 9 + ns + ne do redis.call('SADD', KEYS[9], ARGV[k]) end
+for k = 10, 9 + ns do redis.call('SADD', KEYS[2], ARGV[k]) end
+for k = 11 + ns, 10 + ns + ne do redis.call('SADD', KEYS[9], ARGV[k]) end
+for k = leases, items - 5, 5 do
+  local lease, sid, scope, key, rec = ARGV[k], ARGV[k+1], ARGV[k+2], ARGV[k+3], ARGV[k+4]
+  redis.call('SADD', KEYS[2], key)
+  redis.call('SADD', KEYS[9], key)
+  redis.call('HSETNX', KEYS[4], sid, scope)
+  redis.call('HSET', KEYS[5], lease, sid .. ARGV[3] .. key .. rec)
+  redis.call('ZADD', KEYS[6], now + ttl, lease)
+end
 return epoch
 `)
