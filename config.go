@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/colly-polite/polite/classify"
@@ -298,6 +299,10 @@ func (r Rule) resolve(name string) (rule, []error) {
 		bad("MinConcurrency %d above MaxConcurrency %d", r.MinConcurrency, r.MaxConcurrency)
 		r.MinConcurrency = r.MaxConcurrency
 	}
+	// hosts are matched in lower case (normalizeHost): a glob written
+	// with capitals ("API.Example.com") would match none, and its rule's
+	// ceilings would silently fall to Default's
+	r.Domain = strings.ToLower(r.Domain)
 	out := rule{Rule: r}
 	if r.Domain != "" && r.DomainRegexp == nil && r.Match == nil {
 		if _, err := path.Match(r.Domain, ""); err != nil {
@@ -486,6 +491,10 @@ func (c Config) resolve() (*settings, error) {
 				s.MaxBackoff = max(s.MaxBackoff, s.Backoff)
 			}
 		}
+		// past a century is for ever, and stays representable added to
+		// the controller's clock (a RobotsTTL of MaxInt64 overflowed: a
+		// robots.txt fetched again before every request)
+		*d.v = min(*d.v, longestPause)
 	}
 	if why := rateProblem(s.GlobalRate); why != "" {
 		errs = append(errs, fmt.Errorf("%w: GlobalRate %v is %s", ErrConfig, s.GlobalRate, why))
@@ -535,6 +544,12 @@ func (c Config) resolve() (*settings, error) {
 	}
 	if s.Classifier == nil {
 		s.Classifier = &classify.Classifier{}
+	}
+	for status, k := range s.Classifier.Statuses {
+		if !k.Valid() {
+			// (no override: the status decides, as classify reads it)
+			errs = append(errs, fmt.Errorf("%w: Classifier.Statuses[%d] is %v, not a class (ignored)", ErrConfig, status, k))
+		}
 	}
 	if len(s.BlockBodyMarkers) > 0 {
 		cl := *s.Classifier

@@ -20,6 +20,7 @@ import (
 
 	"github.com/colly-polite/polite"
 	"github.com/colly-polite/polite/adaptive"
+	"github.com/colly-polite/polite/classify"
 )
 
 func TestNewRejectsInvalidConfig(t *testing.T) {
@@ -628,4 +629,23 @@ func TestMalformedSettingFailsSafe(t *testing.T) {
 			assert.Equal(t, []string{"/robots.txt", "/"}, srv.sent(), "unreadable robots switch: on")
 		})
 	})
+}
+
+// A Classifier status override that is no class is a configuration error
+// for New; NewTransport and Attach go on without it (fail safe), and a
+// response of that status is counted by its own class, not a panic.
+func TestInvalidClassifierStatus(t *testing.T) {
+	cfg := polite.Config{Robots: new(false), Classifier: &classify.Classifier{Statuses: map[int]classify.Class{200: classify.Class(9)}}}
+	_, err := polite.New(cfg)
+	require.ErrorIs(t, err, polite.ErrConfig)
+	tr := polite.NewTransport(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok")), Request: r}, nil
+	}), cfg)
+	require.Error(t, tr.Controller().Err())
+	status, err := get(context.Background(), &http.Client{Transport: tr}, "http://a.test/")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, status)
+	snap, ok := tr.Controller().Snapshot("a.test")
+	require.True(t, ok)
+	assert.Equal(t, uint64(1), snap.Counts[classify.Success])
 }

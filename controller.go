@@ -392,9 +392,11 @@ func (c *Controller) outcomeOf(resp *http.Response, err error, body []byte) outc
 	now := time.Now()
 	o.status = resp.StatusCode
 	o.class = c.st.Classifier.Classify(classify.Outcome{Status: resp.StatusCode, Header: resp.Header, Body: body, Err: err})
-	if o.class == classify.Throttled || o.class == classify.Overloaded {
+	if o.class == classify.Throttled || o.class == classify.Overloaded || o.class == classify.Blocked {
 		// a value too large to represent comes back as classify.Forever:
-		// longer than any pause we wait for, so it parks
+		// longer than any pause we wait for, so it parks. (A block's too:
+		// a challenge page on a 429 still says how long to wait, when
+		// the block is taken for a throttle.)
 		o.retryAfter, o.hasRA = classify.RetryAfter(resp.Header, now)
 	}
 	o.quota, o.hasQuota = classify.ParseQuota(resp.Header, now)

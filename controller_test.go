@@ -139,3 +139,27 @@ func TestScopeKeepsTheStrictestRule(t *testing.T) {
 		})
 	}
 }
+
+// A rule's Domain glob written with capitals matches its host, which is
+// matched in lower case. Before, "API.Example.com" matched no host, and
+// its Rate: 1 fell silently to Default's.
+func TestRuleDomainCase(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sent []time.Duration
+		start := time.Now()
+		origin := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			sent = append(sent, time.Since(start))
+			return page(http.StatusOK, "ok")(r)
+		})
+		ctrl, err := polite.New(polite.Config{Robots: new(false), JitterSeed: 1,
+			Rules: []polite.Rule{{Domain: "API.Example.com", Rate: 1}}})
+		require.NoError(t, err)
+		client := &http.Client{Transport: ctrl.Transport(origin)}
+		for range 3 {
+			_, err := get(t.Context(), client, "http://api.example.com/")
+			require.NoError(t, err)
+		}
+		require.Len(t, sent, 3)
+		assert.GreaterOrEqual(t, sent[2]-sent[0], 2*time.Second-50*time.Millisecond, "one a second: %v", sent)
+	})
+}

@@ -211,8 +211,14 @@ func (c *core) record(now time.Duration, t stamp, o *outcome, st *settings) reac
 			th := *o
 			th.class = classify.Throttled
 			c.signal(now, t, &th, law.Throttled, st, &r)
+			break
 		} else {
 			c.law.Dropped(now, t.Stamp, true)
+		}
+		if o.hasRA {
+			// a block that says how long to wait (a challenge page on a
+			// 429) is waited out, whatever else it counts for
+			c.gate.pause(now, now+min(max(o.retryAfter, st.MinRetryAfter), longestPause), pauseRetryAfter, st, &r)
 		}
 	default:
 		// a neutral answer (a 404, a DNS failure) or a canceled request
@@ -258,9 +264,18 @@ func (c *core) signal(now time.Duration, t stamp, o *outcome, sig law.Signal, st
 // quota spent pauses the scope until it resets.
 func (c *core) quota(now time.Duration, q classify.Quota, st *settings, r *reaction) {
 	if q.Remaining <= 0 {
-		if q.Reset > 0 {
-			c.gate.pause(now, now+min(max(q.Reset, st.MinRetryAfter), longestPause), pauseQuota, st, r)
+		// spent: a pause until the window resets, or for the window when
+		// only its length is known, or (neither known) for a second, the
+		// shortest window in common use. Before, a spent quota with no
+		// reset was read as no quota, less strict than one left.
+		reset := q.Reset
+		if reset <= 0 {
+			reset = q.Window
 		}
+		if reset <= 0 {
+			reset = time.Second
+		}
+		c.gate.pause(now, now+min(max(reset, st.MinRetryAfter), longestPause), pauseQuota, st, r)
 		return
 	}
 	if q.Limit > 0 && q.Window > 0 {

@@ -96,7 +96,14 @@ func (c *Controller) ImportEstimates(data []byte) error {
 	}
 	now := c.now()
 	for k, e := range f.Scopes {
-		c.known.keepEstimate(k, math.Min(e.Rate, law.MaxRate), e.Limit, min(c.since(e.Measured), now))
+		// the age on the wall clock, which saturates: an ancient date
+		// (year 1000) read on the controller's clock overflowed to a
+		// negative age, and the estimate was taken as new
+		age := max(time.Since(e.Measured), 0)
+		if age > 64*estimateHalfLife {
+			continue // decayed to nothing: no estimate, slow start
+		}
+		c.known.keepEstimate(k, math.Min(e.Rate, law.MaxRate), e.Limit, now-age)
 	}
 	return nil
 }

@@ -150,3 +150,23 @@ func TestEstimatesRoundTrip(t *testing.T) {
 		}
 	})
 }
+
+// An estimate measured long ago has decayed to nothing, however old its
+// date: a scope imported with one from the year 1000 starts in slow start,
+// as one from 1990 does. Before, the age overflowed to a negative one on
+// the controller's clock, and the estimate was taken as new (500 sends in
+// the first second).
+func TestImportAncientEstimate(t *testing.T) {
+	for _, when := range []string{"1000-01-01T00:00:00Z", "1990-01-01T00:00:00Z", "0001-01-01T00:00:01Z"} {
+		synctest.Test(t, func(t *testing.T) {
+			srv := testserver.NewTest(t, oneHost(testserver.Policy{}))
+			ctrl, err := polite.New(polite.Config{Robots: new(false), JitterSeed: 1})
+			require.NoError(t, err)
+			require.NoError(t, ctrl.ImportEstimates([]byte(`{"version":1,"scopes":{"a.test":{"rate":500,"limit":64,"measured":"`+when+`"}}}`)))
+			c := newCollectorWith(t, srv, ctrl)
+			require.NoError(t, c.Visit(srv.HostURL("a.test")+"/page/1"))
+			s, _ := ctrl.Snapshot("a.test")
+			assert.Zero(t, s.Estimate, "measured %s: no estimate, slow start", when)
+		})
+	}
+}

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
+	"regexp"
+	"strconv"
 	"time"
 
 	"github.com/temoto/robotstxt"
@@ -107,7 +110,10 @@ func (p robotsPolicy) from(origin string, status int, body []byte, readErr error
 	case readErr != nil:
 		return p.unreadable()
 	}
-	f := parseRobots(body, ua)
+	f, ok := parseRobots(body, ua)
+	if !ok {
+		return p.unreadable()
+	}
 	f.delay = p.capDelay(origin, f.delay)
 	if !p.disallow {
 		f.group, f.cost = nil, 0
@@ -140,16 +146,69 @@ func (p robotsPolicy) capDelay(origin string, d time.Duration) time.Duration {
 }
 
 // parseRobots reads the group of body that applies to ua: its rules and its
-// Crawl-delay (not capped). A file that cannot be read as rules allows
-// everything.
-func parseRobots(body []byte, ua string) robotsFacts {
+// Crawl-delay (not capped); false if the file cannot be read as rules at
+// all. The parser refuses a whole file for one line it cannot place (a
+// rule before any User-agent, a Crawl-delay of "10s"), so such lines are
+// mended first (lenient): a file's other rules and its delay are not
+// lost to a slip of its author's.
+func parseRobots(body []byte, ua string) (robotsFacts, bool) {
 	body = bytes.TrimPrefix(body, []byte("\xef\xbb\xbf"))
 	data, err := robotstxt.FromBytes(body)
 	if err != nil {
-		return robotsFacts{}
+		body = lenient(body)
+		if data, err = robotstxt.FromBytes(body); err != nil {
+			return robotsFacts{}, false
+		}
 	}
 	g := data.FindGroup(ua)
-	return robotsFacts{delay: g.CrawlDelay, group: g, cost: rulesCost(body)}
+	return robotsFacts{delay: g.CrawlDelay, group: g, cost: rulesCost(body)}, true
+}
+
+// leadingNumber is the number a Crawl-delay value starts with ("10s",
+// "2.5 seconds").
+var leadingNumber = regexp.MustCompile(`^[0-9]*\.?[0-9]+`)
+
+// lenient mends the lines of a robots.txt that make its parser refuse the
+// whole file: an Allow, Disallow or Crawl-delay before any User-agent
+// belongs to no group and is dropped (as RFC 9309's parsers do); a
+// Crawl-delay whose value is no plain non-negative number keeps the number
+// it starts with ("10s" is 10 s), or is dropped if it has none.
+func lenient(body []byte) []byte {
+	var out bytes.Buffer
+	out.Grow(len(body))
+	agent := false
+	for line := range bytes.Lines(body) {
+		text := line
+		if i := bytes.IndexByte(text, '#'); i >= 0 {
+			text = text[:i]
+		}
+		k, v, ok := bytes.Cut(text, []byte(":"))
+		if !ok {
+			out.Write(line)
+			continue
+		}
+		key := string(bytes.ToLower(bytes.TrimSpace(k)))
+		v = bytes.TrimSpace(v)
+		switch key {
+		case "user-agent":
+			agent = true
+		case "allow", "disallow", "crawl-delay", "crawldelay":
+			if !agent {
+				continue
+			}
+		}
+		if key == "crawl-delay" || key == "crawldelay" {
+			if f, err := strconv.ParseFloat(string(v), 64); err != nil || !(f >= 0) || math.IsInf(f, 0) {
+				n := leadingNumber.Find(v)
+				if n == nil {
+					continue
+				}
+				line = append(append([]byte("Crawl-delay: "), n...), '\n')
+			}
+		}
+		out.Write(line)
+	}
+	return out.Bytes()
 }
 
 // rulesCost estimates what the rules of body cost in memory once parsed:

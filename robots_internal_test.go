@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // What one answer to a robots.txt request means (RFC 9309), with Disallow
@@ -48,7 +49,7 @@ var errRead = http.ErrBodyReadAfterClose
 // used origins drop theirs and read robots.txt again when next needed.
 func TestRobotsRulesBounded(t *testing.T) {
 	m := newMemory(1000)
-	big := robotsFacts{group: parseRobots([]byte("User-agent: *\nDisallow: /x\n"), "colly").group, cost: rulesBudget / 4}
+	big := robotsFacts{group: parsed([]byte("User-agent: *\nDisallow: /x\n"), "colly").group, cost: rulesBudget / 4}
 	var first *originFacts
 	for i := range 8 {
 		o := "http://h" + string(rune('a'+i)) + ".test"
@@ -79,10 +80,28 @@ func FuzzRobotsRules(f *testing.F) {
 		f.Add([]byte(s), "colly/2.0", "/a/b?q=1")
 	}
 	f.Fuzz(func(t *testing.T, body []byte, ua, uri string) {
-		r := parseRobots(body, ua)
+		r := parsed(body, ua)
 		_ = r.allows(uri)
 		if r.cost < 64 && r.group != nil {
 			t.Fatalf("cost %d for %q", r.cost, body)
 		}
 	})
+}
+
+// One line the parser cannot place no longer costs a file its rules: the
+// Disallow after a Crawl-delay of "10s" holds, with the 10 s. Before, the
+// parser refused the whole file, and it was read as allowing everything,
+// with no delay, for a day.
+func TestRobotsOneBadLineKeepsTheRest(t *testing.T) {
+	for _, body := range []string{
+		"User-agent: *\nCrawl-delay: 10s\nDisallow: /private\n",
+		"Disallow: /orphan\nUser-agent: *\nCrawl-delay: 10\nDisallow: /private\n",
+		"User-agent: *\nCrawl-delay: -3\nCrawl-delay: 10\nDisallow: /private\n",
+	} {
+		f, ok := parseRobots([]byte(body), "colly")
+		require.True(t, ok, body)
+		assert.Equal(t, 10*time.Second, f.delay, body)
+		assert.False(t, f.allows("/private"), body)
+		assert.True(t, f.allows("/public"), body)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -302,5 +303,23 @@ func TestRobotsDoNotSetTheBaseline(t *testing.T) {
 		require.Equal(t, 1, st.Robots)
 		assert.Greater(t, s.Limit, 2)
 		assert.GreaterOrEqual(t, good, 0.9*20)
+	})
+}
+
+// A RobotsTTL too long to add to the controller's clock is for ever, not
+// "already stale": robots.txt is read once for 20 pages. Before, the
+// expiry overflowed and robots.txt was fetched again before every request.
+func TestRobotsTTLHuge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{}))
+		ctrl, err := polite.New(polite.Config{Robots: new(true), RobotsTTL: math.MaxInt64, JitterSeed: 1})
+		require.NoError(t, err)
+		client := &http.Client{Transport: ctrl.Transport(srv.Transport())}
+		time.Sleep(time.Second) // the controller's clock past its origin
+		for i := range 20 {
+			_, err := get(t.Context(), client, fmt.Sprintf("%s/page/%d", srv.HostURL("a.test"), i))
+			require.NoError(t, err)
+		}
+		assert.Equal(t, 1, srv.Stats("a.test").Robots)
 	})
 }

@@ -490,3 +490,69 @@ func TestNilResponseBody(t *testing.T) {
 		}
 	})
 }
+
+// A quota spent with no reset time (X-RateLimit-Remaining: 0 alone,
+// Shopify's "40/40", RateLimit's r=0 with a window only) is no less strict
+// than one with a request left: the scope pauses, for the window when one
+// is stated, else a second. Before, it was read as no quota at all: 2,047
+// sends in 10 s, as with no header.
+func TestSpentQuotaWithoutReset(t *testing.T) {
+	for name, h := range map[string]http.Header{
+		"X-RateLimit":   {"X-Ratelimit-Remaining": {"0"}},
+		"Shopify":       {"X-Shopify-Shop-Api-Call-Limit": {"40/40"}},
+		"RateLimit r=0": {"Ratelimit": {`"d";r=0`}, "Ratelimit-Policy": {`"d";q=10;w=2`}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var sends atomic.Int64
+				origin := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					sends.Add(1)
+					return &http.Response{StatusCode: http.StatusOK, Header: h.Clone(), Body: io.NopCloser(strings.NewReader("ok")), Request: r}, nil
+				})
+				ctrl, err := polite.New(polite.Config{Robots: new(false), JitterSeed: 1, Default: polite.Rule{InitialRate: 100}})
+				require.NoError(t, err)
+				client := &http.Client{Transport: ctrl.Transport(origin)}
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				for ctx.Err() == nil {
+					if _, err := get(ctx, client, "http://a.test/page"); err != nil {
+						break
+					}
+				}
+				t.Logf("%d sends in 10 s", sends.Load())
+				assert.LessOrEqual(t, sends.Load(), int64(11), "one a second at most")
+			})
+		})
+	}
+}
+
+// A block page (a challenge a detector recognises) on a 429 that says
+// Retry-After: 60 is taken for a throttle, and its Retry-After is waited
+// out. Before, a detector's match dropped the header: 4 sends in 50 s,
+// then a park after three blocks.
+func TestBlockPageRetryAfterHonoured(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sends []time.Duration
+		start := time.Now()
+		origin := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			sends = append(sends, time.Since(start))
+			h := http.Header{"Retry-After": {"60"}, "Cf-Mitigated": {"challenge"}}
+			return &http.Response{StatusCode: http.StatusTooManyRequests, Header: h, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
+		})
+		ctrl, err := polite.New(polite.Config{Robots: new(false), JitterSeed: 1})
+		require.NoError(t, err)
+		client := &http.Client{Transport: ctrl.Transport(origin)}
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+		defer cancel()
+		for ctx.Err() == nil {
+			if _, err := get(ctx, client, "http://a.test/page"); err != nil {
+				break
+			}
+		}
+		t.Logf("sends at %v", sends)
+		assert.Len(t, sends, 1, "one send, then the 60 s asked for")
+		snap, ok := ctrl.Snapshot("a.test")
+		require.True(t, ok)
+		assert.Equal(t, uint64(1), snap.Counts[classify.Blocked])
+	})
+}

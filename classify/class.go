@@ -70,6 +70,9 @@ func (c Class) String() string {
 	return "Class(" + strconv.Itoa(int(c)) + ")"
 }
 
+// Valid reports whether c is one of the defined classes.
+func (c Class) Valid() bool { return int(c) < len(classNames) }
+
 // Signal reports whether the class says something about server load:
 // Throttled, Overloaded and TransportFailure. The others must not move a
 // rate or concurrency limit.

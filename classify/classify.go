@@ -64,7 +64,9 @@ type Classifier struct {
 	// Statuses overrides the class of individual status codes, for example
 	// {500: Overloaded} for an origin known to fail with 500 under load, or
 	// {401: Blocked}. nil means no overrides. It is consulted wherever the
-	// status decides the class, after detectors.
+	// status decides the class, after detectors. A value that is none of
+	// the classes above (Class(9)) is no override: the status decides as
+	// if it were absent.
 	Statuses map[int]Class
 }
 
@@ -100,7 +102,7 @@ func (c *Classifier) Classify(o Outcome) Class {
 
 func (c *Classifier) status(status int, h http.Header) Class {
 	if c != nil && c.Statuses != nil {
-		if k, ok := c.Statuses[status]; ok {
+		if k, ok := c.Statuses[status]; ok && k.Valid() {
 			return k
 		}
 	}

@@ -481,3 +481,19 @@ func TestClientTimeout(t *testing.T) {
 		})
 	}
 }
+
+// A status override that is no class is no override: the status decides.
+// (A Class(9) reached the controller's per-class counts and panicked with
+// the scope's lock held.)
+func TestInvalidStatusOverrideIgnored(t *testing.T) {
+	c := &Classifier{Statuses: map[int]Class{200: Class(9), 500: Overloaded}}
+	if got := c.Classify(Outcome{Status: 200}); got != Success {
+		t.Errorf("200 with an invalid override: %v, want success", got)
+	}
+	if got := c.Classify(Outcome{Status: 500}); got != Overloaded {
+		t.Errorf("a valid override: %v", got)
+	}
+	if Class(9).Valid() || !Canceled.Valid() {
+		t.Error("Valid")
+	}
+}

@@ -206,8 +206,8 @@ func rateLimitList(h http.Header, now time.Time) (Quota, bool) {
 			}
 		}
 		if p := policyNamed(policies, m.val); p != nil {
-			if u, present := p.param("qu"); present && !(u.typ == sfString && u.str == "requests") {
-				continue // bytes or concurrency, not a request rate
+			if u, present := p.param("qu"); present && !(isPolicyName(u) && u.str == "requests") {
+				continue // bytes or concurrency, not a request rate (a Token accepted, as for names)
 			}
 			if l, ok := paramInt(p, "q"); ok {
 				q.Limit = l

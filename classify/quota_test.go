@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -56,6 +57,10 @@ func TestParseQuota(t *testing.T) {
 			q(50, 40, 5*time.Second, 10*time.Second, rl), true},
 		{"draft-11 explicit requests unit", header("RateLimit", `"r";r=1`, "RateLimit-Policy", `"r";q=2;qu="requests"`),
 			q(2, 1, 0, 0, rl), true},
+		// a Token, as servers send names unquoted too (before, the whole
+		// quota was dropped)
+		{"draft-11 requests unit unquoted", header("RateLimit", `"r";r=0;t=30`, "RateLimit-Policy", `"r";q=100;w=60;qu=requests`),
+			q(100, 0, 30*time.Second, 60*time.Second, rl), true},
 		{"draft-11 only non-request policies", header("RateLimit", `"c";r=3`, "RateLimit-Policy", `"c";q=4;qu="concurrent-requests"`),
 			Quota{}, false},
 		{"draft-11 r above q clamps", header("RateLimit", `"d";r=500`, "RateLimit-Policy", `"d";q=100;w=60`),
@@ -298,5 +303,35 @@ func TestQuotaFieldNamesCanonical(t *testing.T) {
 				t.Errorf("%s: field name %q is not canonical (%q)", file, m[1], c)
 			}
 		}
+	}
+}
+
+// A quota header of tens of thousands of members is no quota: the readers
+// match members against each other, and such a header cost seconds of CPU
+// on every response (80,000 members: 9.6 s). Past 64 members or 64
+// parameters a field is malformed. A header of a few policies reads as
+// before.
+func TestParseQuotaHugeHeader(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	many := func(n int, f func(int) string) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = f(i)
+		}
+		return strings.Join(parts, ", ")
+	}
+	for name, h := range map[string]http.Header{
+		"members":  {"Ratelimit": {many(80_000, func(i int) string { return fmt.Sprintf("k%d", i) })}},
+		"policies": {"Ratelimit": {many(40_000, func(i int) string { return fmt.Sprintf(`"p%d";r=1`, i) })}, "Ratelimit-Policy": {many(40_000, func(i int) string { return fmt.Sprintf(`"p%d";q=2`, i) })}},
+		"params":   {"Ratelimit": {`"d";r=1` + strings.Repeat(";x=1", 80_000)}},
+	} {
+		if _, ok := ParseQuota(h, now); ok {
+			t.Errorf("%s: a quota read from a huge header", name)
+		}
+	}
+	q, ok := ParseQuota(http.Header{"Ratelimit": {many(64, func(i int) string { return fmt.Sprintf(`"p%d";r=%d;t=30`, i, i+1) })},
+		"Ratelimit-Policy": {many(64, func(i int) string { return fmt.Sprintf(`"p%d";q=100;w=60`, i) })}}, now)
+	if !ok || q.Remaining != 1 {
+		t.Errorf("64 policies: %+v, %v; want the tightest, 1 remaining", q, ok)
 	}
 }

@@ -63,13 +63,24 @@ type sfParser struct {
 	i int
 }
 
+// maxSFMembers bounds the members of a List or Dictionary read, and
+// maxSFParams the parameters of one: a quota header names a few policies,
+// and the readers match members against each other (a Dictionary's
+// repeated keys, a policy by name), so a hostile header of 80,000 members
+// cost seconds of CPU on every response. Past either bound the field is
+// malformed: no quota is read from it.
+const (
+	maxSFMembers = 64
+	maxSFParams  = 64
+)
+
 // parseSFList parses a List field value. ok is false if any part is
 // malformed.
 func parseSFList(s string) (list []sfMember, ok bool) {
 	p := sfParser{s: trimOWS(s)}
 	for !p.eof() {
 		var m sfMember
-		if !p.member(&m) {
+		if len(list) == maxSFMembers || !p.member(&m) {
 			return nil, false
 		}
 		list = append(list, m)
@@ -86,7 +97,7 @@ func parseSFDict(s string) (dict []sfMember, ok bool) {
 	p := sfParser{s: trimOWS(s)}
 	for !p.eof() {
 		key, ok := p.key()
-		if !ok {
+		if !ok || len(dict) == maxSFMembers {
 			return nil, false
 		}
 		m := sfMember{key: key}
@@ -211,7 +222,7 @@ func (p *sfParser) params(ps *[]sfParam) bool {
 		p.i++
 		p.skipSP()
 		key, ok := p.key()
-		if !ok {
+		if !ok || len(*ps) == maxSFParams {
 			return false
 		}
 		v := sfValue{typ: sfBoolean, num: 1}
