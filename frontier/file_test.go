@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -389,4 +390,31 @@ func TestFrontierAddURLs(t *testing.T) {
 		assert.Equal(t, []frontier.Backlog{{Scope: "a.test", Queued: want}, {Scope: "b.test", Queued: 1}}, q.Backlogs())
 		require.NoError(t, q.Close())
 	}
+}
+
+// A URL too long for the file's keys (40,000 characters, as a hostile
+// page may link) is kept by its hash, and seen as itself: the queue goes
+// on, and runs it. Before, bbolt refused the key, the commit failed, and
+// the queue was broken for good: every later AddURL and Run failed with
+// "key too large".
+func TestFrontierFileLongURL(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.db")
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, testserver.Config{Hosts: map[string]testserver.Policy{"a.test": {}}})
+		c := colly.NewCollector(colly.AllowURLRevisit())
+		c.WithTransport(srv.Transport())
+		ctrl := adaptive.Attach(c, polite.Config{Robots: new(false)})
+		q, err := frontier.New(ctrl, frontier.Config{Threads: 1, Path: path})
+		require.NoError(t, err)
+		long := srv.HostURL("a.test") + "/" + strings.Repeat("x", 40_000)
+		require.NoError(t, q.AddURL(long))
+		assert.ErrorIs(t, q.AddURL(long), frontier.ErrSeen, "seen as itself")
+		require.NoError(t, q.AddURL(srv.HostURL("a.test")+"/page/1"))
+		var got atomic.Int64
+		c.OnResponse(func(*colly.Response) { got.Add(1) })
+		c.OnError(func(*colly.Response, error) { got.Add(1) }) // (the server may refuse so long a URL: it was run)
+		require.NoError(t, q.Run(c))
+		assert.Equal(t, int64(2), got.Load())
+		require.NoError(t, q.Close())
+	})
 }

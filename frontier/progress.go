@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/gocolly/colly/v2"
+
+	"github.com/colly-polite/polite/internal/sat"
 )
 
 // Progress is how far a crawl is, a plain value: the whole queue's counts
@@ -121,7 +123,14 @@ func eta(backlog int, rate float64) time.Duration {
 	case rate <= 0:
 		return Unknown
 	}
-	return time.Duration(float64(backlog) / rate * float64(time.Second))
+	// a rate decayed near zero (no end for ten minutes while a backlog
+	// waits: a long Retry-After, a stopped crawl) gave a count of
+	// nanoseconds past int64, which wrapped to a negative ETA; past a
+	// century it is not known
+	if d := float64(backlog) / rate * float64(time.Second); d < float64(sat.Forever) {
+		return time.Duration(d)
+	}
+	return Unknown
 }
 
 // meterTau is how fast a meter forgets: an event's weight falls by e

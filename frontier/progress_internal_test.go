@@ -1,6 +1,7 @@
 package frontier
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -36,5 +37,22 @@ func TestMeter(t *testing.T) {
 	var zero meter
 	if zero.rate(t0) != 0 {
 		t.Error("a meter that never began reads 0")
+	}
+}
+
+// An ETA over a rate decayed near zero is unknown, never negative: a
+// backlog of 40 over a rate of 1e-12/s wrapped past int64 to -2562047h,
+// sorted the slowest scope last and hid it from the total.
+func TestETANeverNegative(t *testing.T) {
+	for _, rate := range []float64{1e-12, 1e-300, math.SmallestNonzeroFloat64} {
+		if got := eta(40, rate); got != Unknown {
+			t.Errorf("eta(40, %g) = %v, want Unknown", rate, got)
+		}
+	}
+	if got := eta(40, 2); got != 20*time.Second {
+		t.Errorf("eta(40, 2) = %v", got)
+	}
+	if got := eta(0, 0); got != 0 {
+		t.Errorf("eta(0, 0) = %v", got)
 	}
 }

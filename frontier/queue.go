@@ -431,6 +431,10 @@ func (q *Queue) prepare(r *colly.Request) (*op, error) {
 	}
 	raw := r.URL.String()
 	o := &op{kind: opAdd, scope: hook.ScopeKey(q.ctrl, req), seen: seenKey(method, raw, body)}
+	if len(o.scope) > maxKey {
+		// (a host name is at most 253 bytes: this is no host's scope)
+		return nil, fmt.Errorf("frontier: a scope key of %d bytes (at most %d)", len(o.scope), maxKey)
+	}
 	if q.stored() && method == http.MethodGet && r.Body == nil && (r.Headers == nil || len(*r.Headers) == 0) && r.Host == "" && emptyCtx(r.Ctx) && r.Depth >= 0 && r.Depth <= maxDepth {
 		// a plain GET: its URL and depth are the whole record, and the
 		// queue takes it in from the file (mem is for the queue in memory)

@@ -444,12 +444,11 @@ func (b *sharedBackend) restoreOnce() bool {
 		}
 		return &p
 	}
-	// what ended or is held first; the items before the keys seen, which
-	// hold theirs (restoreScript queues no item whose key is seen)
-	for k := range b.part.ended {
-		c := next()
-		c.Ended = append(c.Ended, bytesOf(k))
-	}
+	// what is held first, then what ended (their keys tombed in the
+	// first pieces: a restore cut short by a stop leaves no held request
+	// to run again from another process's copy); the items before the
+	// keys seen, which hold theirs (restoreScript queues no item whose
+	// key is seen)
 	skip := maps.Clone(b.part.ended)
 	for l, h := range b.held {
 		if h.ended {
@@ -461,6 +460,10 @@ func (b *sharedBackend) restoreOnce() bool {
 		// this queue's in the new queue: kept until the store says it
 		// ended, as those it added
 		b.part.mine[h.k] = mine{scope: h.scope, rec: h.rec}
+	}
+	for k := range b.part.ended {
+		c := next()
+		c.Ended = append(c.Ended, bytesOf(k))
 	}
 	for k, m := range b.part.mine {
 		if _, ok := skip[k]; ok {

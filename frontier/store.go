@@ -157,15 +157,25 @@ func itemKey(id, seq uint64) [16]byte {
 }
 
 // seenKey is what makes two requests the same: method, URL and body, as
-// Colly's revisit check hashes them.
+// Colly's revisit check hashes them. A key longer than maxKey (a URL of
+// 40,000 characters, which a hostile page may link) is its hash instead:
+// the file keeps keys in bbolt, which refuses one over 32 KiB, and the
+// commit that carried it failed and broke the queue for good.
 func seenKey(method, u string, body []byte) []byte {
 	k := method + " " + u
 	if len(body) > 0 {
 		h := sha256.Sum256(body)
 		k += fmt.Sprintf(" %x", h[:16])
 	}
+	if len(k) > maxKey {
+		h := sha256.Sum256([]byte(k))
+		k = fmt.Sprintf("%s #%x", method, h)
+	}
 	return []byte(k)
 }
+
+// maxKey bounds a key the file keeps as it is (bbolt's bound is 32 KiB).
+const maxKey = 16 << 10
 
 type opKind uint8
 
