@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -255,6 +256,7 @@ func retryable(req *http.Request) bool {
 // attempt is bounded by timeout (0: none) from the moment it is sent.
 func (t *Transport) roundTrip(req *http.Request, cl call, retries int, timeout time.Duration) (*http.Response, error) {
 	ctx := req.Context()
+	var cookies []string // the Set-Cookie lines of the refusals retried
 	for attempt := 0; ; attempt++ {
 		p, err := t.c.acquire(ctx, cl)
 		if err != nil {
@@ -273,6 +275,7 @@ func (t *Transport) roundTrip(req *http.Request, cl call, retries int, timeout t
 					return nil, err
 				}
 			}
+			withCookies(r, cookies)
 		}
 		resp, o, err := t.attempt(p, r, timeout)
 		last := attempt >= retries
@@ -283,6 +286,9 @@ func (t *Transport) roundTrip(req *http.Request, cl call, retries int, timeout t
 				return nil, &ScopeError{Scope: cl.key, Pause: PauseRetryAfter, Until: time.Now().Add(min(o.retryAfter, longestPause)), Err: ErrPaused}
 			}
 			if !last {
+				if resp != nil {
+					cookies = append(cookies, resp.Header.Values("Set-Cookie")...)
+				}
 				discard(resp)
 				continue
 			}
@@ -292,7 +298,46 @@ func (t *Transport) roundTrip(req *http.Request, cl call, retries int, timeout t
 				continue
 			}
 		}
+		if resp != nil && len(cookies) > 0 {
+			// the client's cookie jar reads the answer it is given:
+			// the cookies the refusals set come first, the answer's own
+			// after (a later one of a name wins)
+			resp.Header["Set-Cookie"] = append(cookies, resp.Header["Set-Cookie"]...)
+		}
 		return resp, err
+	}
+}
+
+// withCookies gives a retry the cookies the refusals before it set (a
+// challenge's token on a 429, a load balancer's session), as the client's
+// jar would have had it been asked between them: each replaces one of the
+// same name, if it applies to the request (its path, its Secure flag).
+func withCookies(r *http.Request, lines []string) {
+	if len(lines) == 0 {
+		return
+	}
+	set := (&http.Response{Header: http.Header{"Set-Cookie": lines}}).Cookies()
+	keep := r.Cookies()
+	r.Header.Del("Cookie")
+	fresh := make(map[string]*http.Cookie, len(set))
+	for _, c := range set {
+		if c.Secure && r.URL.Scheme != "https" || c.Path != "" && !strings.HasPrefix(r.URL.Path, c.Path) {
+			continue
+		}
+		fresh[c.Name] = c // the last of a name wins
+	}
+	for _, c := range keep {
+		if fresh[c.Name] == nil {
+			r.AddCookie(c)
+		}
+	}
+	for _, c := range set {
+		if f := fresh[c.Name]; f == c {
+			if c.MaxAge < 0 || !c.Expires.IsZero() && c.Expires.Before(time.Now()) {
+				continue // deleted
+			}
+			r.AddCookie(&http.Cookie{Name: c.Name, Value: c.Value})
+		}
 	}
 }
 

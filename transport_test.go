@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"strconv"
 	"strings"
@@ -554,5 +555,40 @@ func TestBlockPageRetryAfterHonoured(t *testing.T) {
 		snap, ok := ctrl.Snapshot("a.test")
 		require.True(t, ok)
 		assert.Equal(t, uint64(1), snap.Counts[classify.Blocked])
+	})
+}
+
+// A refusal the transport retries may set a cookie (a challenge's token,
+// a load balancer's session): the retry carries it, and the client's jar
+// keeps it, as if the client had seen the refusal. Before, the retry went
+// without it (refused again) and the jar never heard of it.
+func TestRetriedRefusalCookies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sends []string
+		origin := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			c, _ := r.Cookie("token")
+			v := ""
+			if c != nil {
+				v = c.Value
+			}
+			sends = append(sends, v)
+			if v != "abc" {
+				h := http.Header{"Retry-After": {"1"}, "Set-Cookie": {"token=abc; Path=/", "gone=1; Max-Age=0"}}
+				return &http.Response{StatusCode: http.StatusTooManyRequests, Header: h, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
+			}
+			return page(http.StatusOK, "ok")(r)
+		})
+		ctrl, err := polite.New(polite.Config{Robots: new(false), JitterSeed: 1})
+		require.NoError(t, err)
+		jar, err := cookiejar.New(nil)
+		require.NoError(t, err)
+		client := &http.Client{Transport: ctrl.Transport(origin), Jar: jar}
+		status, err := get(t.Context(), client, "http://a.test/page")
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusOK, status, "the retry carried the token")
+		assert.Equal(t, []string{"", "abc"}, sends)
+		u, _ := url.Parse("http://a.test/other")
+		require.Len(t, jar.Cookies(u), 1, "the jar kept it")
+		assert.Equal(t, "abc", jar.Cookies(u)[0].Value)
 	})
 }
