@@ -500,6 +500,10 @@ func (c Config) resolve() (*settings, error) {
 		errs = append(errs, fmt.Errorf("%w: GlobalRate %v is %s", ErrConfig, s.GlobalRate, why))
 		s.GlobalRate = defaultMinRate
 	}
+	// a jitter past a century is one, as every duration: added to a
+	// pause's end it stays representable (past MaxInt64 it wrapped, and
+	// the pause was dropped)
+	s.Jitter = min(s.Jitter, longestPause)
 	if s.AttemptTimeout < 0 {
 		errs = append(errs, fmt.Errorf("%w: AttemptTimeout is negative (%v)", ErrConfig, s.AttemptTimeout))
 		s.AttemptTimeout = 0

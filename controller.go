@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -323,7 +324,9 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 			if send.InFlight > 0 {
 				// the fleet's in flight, not this process's part: the
 				// limit an overload leaves is the fleet's
-				p.t.InFlight, p.t.Bound = int32(send.InFlight), send.Scheduled
+				// (a store's count, untrusted: within int32, or an
+				// overload would cut the limit from a wrapped one)
+				p.t.InFlight, p.t.Bound = int32(min(max(send.InFlight, 0), math.MaxInt32)), send.Scheduled
 			}
 			at := send.At // sent now, not when the local slot was granted
 			if at == 0 {

@@ -577,7 +577,9 @@ func (l *Law) judgeLatency(now time.Duration) {
 				// a cut to the knee alone that moved too little to
 				// tell: it stands
 			default:
-				l.limit = math.Max(l.limit, l.qLimit)
+				// (within the bounds in force: SetConfig may have
+				// lowered MaxConcurrency during the test)
+				l.limit = math.Min(math.Max(l.limit, l.qLimit), float64(l.cfg.MaxConcurrency))
 				l.ssthresh = float32(math.Max(float64(l.ssthresh), l.qSsthr))
 				l.rebase(float32(m + noise*mse))
 				if l.dropAt >= l.qStart-2*l.roundLen() && l.dropTo > l.est {
@@ -1114,10 +1116,15 @@ func (l *Law) endRound(now time.Duration) {
 			}
 		}
 	case Steady:
-		if now >= l.nextProbe && busy {
+		if now >= l.nextProbe && busy && (l.ceil == 0 || l.est < l.ceil) {
+			// (nothing to learn above a ceiling in force: the pacer holds
+			// the sends to it, every round would look busy and clean,
+			// and the estimate would double past it every probe, to
+			// +Inf under a quota of 1/s held for an hour, and a burst
+			// at once when the ceiling lapsed)
 			l.ph, l.proven = Probing, 0
 			l.probeRds = 0
-			l.rate = l.est * (1 + l.step)
+			l.rate = l.capped(l.est * (1 + l.step))
 		} else if l.rate < l.est {
 			l.rate = l.est
 		}
@@ -1141,8 +1148,8 @@ func (l *Law) endRound(now time.Duration) {
 		}
 		if busy {
 			// the probe rate held for a whole round: the capacity is at
-			// least that
-			l.est *= 1 + l.step
+			// least that (what was sent, under a ceiling)
+			l.est = l.capped(l.est * (1 + l.step))
 			l.step = l.nextStep(l.step * 2)
 			l.fastProbe = true
 		}
@@ -1150,6 +1157,14 @@ func (l *Law) endRound(now time.Duration) {
 		l.rate = l.est
 		l.nextProbe = now + l.probeGap()
 	}
+}
+
+// capped is r under the ceiling in force, if any.
+func (l *Law) capped(r float64) float64 {
+	if l.ceil > 0 {
+		return math.Min(r, l.ceil)
+	}
+	return r
 }
 
 // nextStep is the next probe's step above the estimate, want at most:
@@ -1435,7 +1450,10 @@ func (l *Law) sinceDecrease(now time.Duration) time.Duration {
 // lowered (a decrease decided elsewhere; increases are each process's own).
 func (l *Law) Adopt(now time.Duration, s Shared) {
 	l.fleet = true
-	if !(s.Rate > 0) || !(s.Limit >= 1) || !(s.Estimate >= 0) || math.IsInf(s.Limit, 0) || s.Phase > Probing {
+	if !(s.Rate > 0) || !(s.Limit >= 1) || !(s.Estimate >= 0) || math.IsInf(s.Limit, 0) || s.Phase > Probing ||
+		s.Phase != SlowStart && !(s.Estimate > 0) {
+		// (past slow start a law has an estimate: with none, the first
+		// probe would go at 0 and the rate stay at the floor for good)
 		return
 	}
 	rate := l.bounded(s.Rate)

@@ -1681,3 +1681,38 @@ func TestProbeBoundByACap(t *testing.T) {
 		})
 	}
 }
+
+// Under a ceiling the estimate never rises past it: the pacer holds the
+// sends to the ceiling, so every round looks busy and clean, and a probe
+// above it learns nothing. Before, each probe "held" and the estimate
+// doubled past the ceiling every few rounds (1.9e13 after four minutes
+// under a ceiling of 1/s, +Inf after an hour), and a burst went out when
+// the ceiling lapsed.
+func TestEstimateStaysUnderTheCeiling(t *testing.T) {
+	c := cfg
+	var l law.Law
+	l.Init(&c, 0)
+	l.SetCeiling(1)
+	l.Restore(0, 1, 4)
+	for i := range 600 {
+		at := time.Duration(i) * sec
+		st := l.Sent(at, l.Rate(), 1, false, true)
+		l.Observe(at+sec/2, st, law.Success)
+	}
+	assert.LessOrEqual(t, l.Estimate(), 1.0)
+	assert.LessOrEqual(t, l.Rate(), 1.0)
+}
+
+// A shared state past slow start with no estimate is refused: its first
+// probe would go at 0, and the rate would stay at the floor for good (a
+// state with Rate 50 and Estimate 0 held a law at 0.05/s for ten minutes).
+func TestAdoptRefusesNoEstimatePastSlowStart(t *testing.T) {
+	c := cfg
+	var l law.Law
+	l.Init(&c, 0)
+	l.Restore(0, 20, 4)
+	s := l.Shared(0)
+	s.Estimate, s.Rate, s.Epoch = 0, 50, s.Epoch+1
+	l.Adopt(sec, s)
+	assert.Equal(t, 20.0, l.Estimate(), "refused: the law keeps its own")
+}
