@@ -4,21 +4,40 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 
+	"golang.org/x/net/idna"
 	"golang.org/x/net/publicsuffix"
 )
 
 // normalizeHost returns the scope key of a URL host: lower case, trailing
 // dots and default port (80 for http, 443 for https) stripped, brackets kept
-// for IPv6. It allocates only when the host has upper-case letters or
-// trailing dots before a port.
+// for IPv6. One server is one key, however its host is written: a name
+// in Unicode, in punycode or with fullwidth letters takes one form (as
+// the resolver reads it: "ｅｘａｍｐｌｅ.com" is example.com,
+// "xn--bcher-kva.example" is bücher.example), an IPv6
+// address its canonical one ("[0:0::1]" is "[::1]", an IPv4-mapped one
+// the IPv4), a port its digits without leading zeros (":080" is ":80").
+// Before, each spelling was a scope of its own, with a rate of its own,
+// and a rule of "example.com" missed the fullwidth one. It allocates only
+// when the host has upper-case letters, non-ASCII bytes or a punycode
+// label (IDNA's mapping), an IPv6 address not in its canonical form, a
+// port with a leading zero, or trailing dots before a port.
 func normalizeHost(scheme, host string) string {
 	if needsLower(host) {
 		host = strings.ToLower(host)
 	}
 	h, port := splitHostPort(host)
 	h = strings.TrimRight(h, ".")
+	if c, ok := canonicalHost(h); ok {
+		h, host = c, ""
+	}
+	if len(port) > 1 && port[0] == '0' {
+		if n, err := strconv.Atoi(port); err == nil && n <= 65535 {
+			port, host = strconv.Itoa(n), ""
+		}
+	}
 	if port == "" || (port == "80" && strings.EqualFold(scheme, "http")) || (port == "443" && strings.EqualFold(scheme, "https")) {
 		return h // a prefix of host: no copy
 	}
@@ -26,6 +45,50 @@ func normalizeHost(scheme, host string) string {
 		return host
 	}
 	return h + ":" + port
+}
+
+// canonicalHost is the one spelling of a host (lower case, no trailing
+// dot) that another spelling of it differs from, and true; or h and false
+// when h is that spelling already, or cannot be read (it is then its own
+// key, as before). A name's spelling is its Unicode form after IDNA's
+// mapping for lookup (fullwidth letters, an ideographic full stop, a soft
+// hyphen, a punycode label all read as the resolver reads them), so that
+// keys stay readable; an IPv6 address's is netip's.
+func canonicalHost(h string) (string, bool) {
+	if len(h) > 1 && h[0] == '[' && h[len(h)-1] == ']' {
+		a, err := netip.ParseAddr(h[1 : len(h)-1])
+		if err != nil {
+			return h, false
+		}
+		if a.Is4In6() {
+			return a.Unmap().String(), true
+		}
+		var buf [64]byte
+		if b := a.AppendTo(buf[:0]); string(b) != h[1:len(h)-1] {
+			return "[" + string(b) + "]", true
+		}
+		return h, false
+	}
+	if !needsIDNA(h) {
+		return h, false
+	}
+	u, err := idna.Lookup.ToUnicode(h)
+	if err != nil || u == "" {
+		return h, false
+	}
+	u = strings.TrimRight(u, ".")
+	return u, u != h
+}
+
+// needsIDNA reports whether h may have another spelling under IDNA: a
+// non-ASCII byte, or a punycode label.
+func needsIDNA(h string) bool {
+	for i := 0; i < len(h); i++ {
+		if h[i] >= 0x80 {
+			return true
+		}
+	}
+	return strings.Contains(h, "xn--")
 }
 
 func splitHostPort(hostport string) (host, port string) {
