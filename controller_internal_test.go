@@ -76,3 +76,45 @@ func TestStricterRule(t *testing.T) {
 	assert.Same(t, ab, c.mergeRules(ab, a))
 	assert.Same(t, a, c.mergeRules(a, a))
 }
+
+// A scope is not evicted before its next send is due: made again, its
+// schedule would be fresh and send at once. Under MinGap 30 s with an
+// IdleTTL of 1 s, the second send to a host still waits its 30 s after
+// other hosts' requests swept idle scopes. (Before, it went 2 s after the
+// first.) And a timed park that is over no longer keeps its scope for
+// good.
+func TestEvictionKeepsTheNextSend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctrl, err := New(Config{IdleTTL: time.Second, Robots: new(false), Default: Rule{MinGap: 30 * time.Second}})
+		require.NoError(t, err)
+		ctx := context.Background()
+		send := func(host string) time.Time {
+			req, _ := http.NewRequest("GET", "http://"+host+"/", nil)
+			p, err := ctrl.Acquire(ctx, req)
+			require.NoError(t, err)
+			at := time.Now()
+			p.Record(&http.Response{StatusCode: 200, Header: http.Header{}}, nil)
+			return at
+		}
+		first := send("s.test")
+		time.Sleep(2 * time.Second)
+		send("other.test") // sweeps what is idle
+		second := send("s.test")
+		assert.GreaterOrEqual(t, second.Sub(first), 30*time.Second-10*time.Millisecond, "the gap kept across a sweep")
+
+		// a host that blocked three times is parked for 30 s; an hour
+		// later, swept, its scope is gone
+		for range 3 {
+			req, _ := http.NewRequest("GET", "http://blk.test/", nil)
+			p, err := ctrl.Acquire(ctx, req)
+			require.NoError(t, err)
+			p.Record(&http.Response{StatusCode: http.StatusForbidden, Header: http.Header{}}, nil)
+		}
+		time.Sleep(time.Hour)
+		send("other2.test")
+		ctrl.mu.RLock()
+		_, kept := ctrl.scopes["blk.test"]
+		ctrl.mu.RUnlock()
+		assert.False(t, kept, "a park that is over holds nothing")
+	})
+}

@@ -310,9 +310,14 @@ func (c *core) breaker() breakerState { return c.gate.breaker }
 func (c *core) paused(now time.Duration) bool { return c.gate.paused(now) }
 
 // idle reports whether nothing holds the scope at now: nothing in flight,
-// no pause, no park.
+// no pause, no park in force, and its next send due (a scope made again
+// has a fresh schedule that sends at once: evicted before its next send
+// was due, one under a ceiling of a send per 1,000 s sent again after
+// 660 s). A timed park that is over holds nothing: such a scope was
+// never evicted, one kept for every host that blocked a broad crawl.
 func (c *core) idle(now time.Duration) bool {
-	return c.inflight == 0 && !c.gate.paused(now) && !c.gate.parked
+	parked := c.gate.parked && (c.gate.parkedUntil == 0 || now < c.gate.parkedUntil)
+	return c.inflight == 0 && !c.gate.paused(now) && !parked && now >= c.pace.b.Next()
 }
 
 // sentRandomGap draws the random extra gap before the next send

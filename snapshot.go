@@ -161,8 +161,8 @@ func (s *scope) snapshot(c *Controller, key string) Snapshot {
 			snap.Statuses[statusKey(i)] = uint64(n)
 		}
 	}
-	if t, ok := k.counts[classify.Throttled], k.counts[classify.Success]; t+ok > 0 {
-		snap.ThrottledRatio = float64(t) / float64(t+ok)
+	if t, ok := uint64(k.counts[classify.Throttled]), uint64(k.counts[classify.Success]); t+ok > 0 {
+		snap.ThrottledRatio = float64(t) / float64(t+ok) // (summed in 64 bits: in 32 it wrapped, a ratio of 596)
 	}
 	if c.fleet != nil {
 		snap.FleetProcesses, snap.FleetShared = s.fleetView().live, !c.fleet.Down()
