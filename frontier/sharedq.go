@@ -288,12 +288,7 @@ func (b *sharedBackend) sendEnds() {
 	for len(b.ends) > 0 {
 		if b.lost {
 			b.mu.Unlock()
-			stopped := false
-			select {
-			case <-b.stop:
-				stopped = true
-			case <-time.After(sharedRetry):
-			}
+			stopped := b.rest()
 			b.mu.Lock()
 			if stopped {
 				b.busy = false // shutdown's last try sends them
@@ -310,12 +305,7 @@ func (b *sharedBackend) sendEnds() {
 		// ErrLost: the queue was lost before these ends; they are in the
 		// part a restore gives (ended, not leased again)
 		if err != nil && !errors.Is(err, ErrLost) {
-			stopped := false
-			select {
-			case <-b.stop:
-				stopped = true
-			case <-time.After(sharedRetry):
-			}
+			stopped := b.rest()
 			b.mu.Lock()
 			b.ends, b.sent = append(round, b.ends...), 0
 			if stopped {
@@ -341,6 +331,16 @@ func (b *sharedBackend) unsent() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.ends) + b.sent
+}
+
+// rest waits sharedRetry, or until the queue stops; it reports a stop.
+func (b *sharedBackend) rest() bool {
+	select {
+	case <-b.stop:
+		return true
+	case <-time.After(sharedRetry):
+		return false
+	}
 }
 
 // flush returns once the ends pending now are sent, or the store failed
