@@ -243,6 +243,7 @@ if maxwait > 0 and slot - now > maxwait then
   -- a slot further away than the caller waits: neither granted nor
   -- taken (each refused ask would push the schedule a slot further)
   grant, wait = false, slot - now
+  sweep(ttl) -- (the live count below is read after a sweep, as the memory store's)
 elseif limit > 0 then
   -- the fleet keeps to the highest limit asked lately
   if limit >= lim or limt <= nowms - fresh then lim, limt = limit, nowms end

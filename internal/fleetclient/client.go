@@ -292,8 +292,10 @@ func (c *Client) wake(scope string, announced bool) {
 	defer c.mu.Unlock()
 	st := c.turns[scope]
 	switch {
-	case st == nil && !announced:
-		// nobody of this process waits for a turn there
+	case st == nil && (!announced || c.pending[scope] == 0):
+		// nobody of this process waits for a turn there (a notice for
+		// a send that gave up since: kept, it was state for good, one
+		// per host a crawl met)
 	case st == nil:
 		// announced before the refusal that queued this process got
 		// back: the send it refused asks again at once

@@ -735,3 +735,31 @@ func TestClosedClientTakesNoLease(t *testing.T) {
 		assert.Equal(t, asked, store.leases.Load())
 	})
 }
+
+// A turn announced for a scope where no send of this process wants a
+// lease any more (it gave up since) leaves no state behind: before, each
+// such notice kept a turn state for good, one per contended host a crawl
+// met. A notice that beats the refusal it answers (a send still wants)
+// is kept, as before.
+func TestStaleTurnLeavesNoState(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newClient(&fleet.MemoryStore{})
+		defer c.Close()
+		for i := range 50 {
+			c.wake(fmt.Sprintf("h%d.test", i), true)
+		}
+		c.mu.Lock()
+		n := len(c.turns)
+		c.pending["w.test"] = 1
+		c.mu.Unlock()
+		assert.Zero(t, n, "no send wanted: no state")
+		c.wake("w.test", true)
+		c.mu.Lock()
+		st := c.turns["w.test"]
+		delete(c.pending, "w.test")
+		delete(c.turns, "w.test")
+		c.mu.Unlock()
+		require.NotNil(t, st, "a send still wants: the turn is kept for it")
+		assert.True(t, st.turn)
+	})
+}
