@@ -202,10 +202,12 @@ type Config struct {
 	// not resume in step; tests set it for reproducible runs.
 	JitterSeed uint64
 
-	// EventBuffer is the capacity of each event stream. 0 means 256.
+	// EventBuffer is the capacity of the event stream (Events). 0 means 256.
 	EventBuffer int
 	// Logger, if set, receives the time series of decisions (time, scope,
-	// limit, in flight, rate, event) at Info level.
+	// limit, in flight, rate, event): decreases, pauses and parks at Info
+	// level, additive increases, sends and answers at Debug
+	// (docs/observe.md).
 	Logger *slog.Logger
 	// Classifier turns outcomes into classes. nil means the zero
 	// classify.Classifier (Cloudflare challenge detection). A Classifier

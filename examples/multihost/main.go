@@ -13,7 +13,7 @@
 //
 // Each host has its own workers, as a crawler keeps a queue per host, so
 // that a slow host cannot hold the goroutines the others need. Blocked
-// events (403s, block pages) arrive on ctrl.Events(classify.Blocked); after
+// events (403s, block pages) arrive on ctrl.Events(), with e.Class Blocked; after
 // three in a row the controller parks the scope and further visits fail at
 // once with polite.ErrBlocked, which stops that host's workers here (a real
 // crawler would rotate its proxy and call ctrl.Unpark).
