@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/colly-polite/polite/classify"
@@ -64,7 +65,7 @@ func (t *Transport) Controller() *Controller { return t.c }
 // retries what may be retried, and returns the answer or a refusal (a
 // *ScopeError). Safe for concurrent use.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Context().Value(sendingKey{}) == t.c {
+	if m, ok := req.Context().Value(sendingKey{}).(*sending); ok && m.c == t.c && !m.over.Load() {
 		// an attempt of this controller's, come back through a wrapper
 		// of one of its transports (a transport set on top of Attach's
 		// that holds the controller's own): it holds its slot already,
@@ -93,8 +94,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // sendingKey marks the context of an attempt a controller sends (its
-// value the *Controller).
+// value a *sending).
 type sendingKey struct{}
+
+// sending is an attempt of a controller's under way: its mark holds only
+// until the attempt ends (its body's end, or its error), so that a
+// request built later on the attempt's context (a follow-up made from a
+// response's Request) is no attempt, and goes through the controller.
+type sending struct {
+	c    *Controller
+	over atomic.Bool
+}
 
 // closeBody closes the body of a request that never reached the transport
 // below (a refusal, a context ended while it waited): a RoundTripper
@@ -321,7 +331,7 @@ func withCookies(r *http.Request, lines []string) {
 	r.Header.Del("Cookie")
 	fresh := make(map[string]*http.Cookie, len(set))
 	for _, c := range set {
-		if c.Secure && r.URL.Scheme != "https" || c.Path != "" && !strings.HasPrefix(r.URL.Path, c.Path) {
+		if c.Secure && r.URL.Scheme != "https" || !pathMatch(r.URL.Path, c.Path) {
 			continue
 		}
 		fresh[c.Name] = c // the last of a name wins
@@ -339,6 +349,21 @@ func withCookies(r *http.Request, lines []string) {
 			r.AddCookie(&http.Cookie{Name: c.Name, Value: c.Value})
 		}
 	}
+}
+
+// pathMatch is RFC 6265's path-match of a request's path (empty: "/") and
+// a cookie's Path (empty: any).
+func pathMatch(path, cookie string) bool {
+	if path == "" {
+		path = "/"
+	}
+	switch {
+	case cookie == "" || path == cookie:
+		return true
+	case strings.HasPrefix(path, cookie):
+		return strings.HasSuffix(cookie, "/") || path[len(cookie)] == '/'
+	}
+	return false
 }
 
 // The bodies the transport reads and does not hand on whole (a refusal it
@@ -385,9 +410,10 @@ func discard(resp *http.Response) {
 // detectors see included) or a panic of the transport below; for a
 // response, when its body ends.
 func (t *Transport) attempt(p Permit, req *http.Request, timeout time.Duration) (resp *http.Response, o outcome, err error) {
-	parent := req.Context()
+	parent, asked := req.Context(), req
 	cancel := context.CancelFunc(func() {})
-	ctx := context.WithValue(parent, sendingKey{}, t.c)
+	mark := &sending{c: t.c}
+	ctx := context.WithValue(parent, sendingKey{}, mark)
 	if timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 	}
@@ -395,6 +421,7 @@ func (t *Transport) attempt(p Permit, req *http.Request, timeout time.Duration) 
 	handed := false
 	defer func() {
 		if !handed { // the transport below panicked
+			mark.over.Store(true)
 			cancel()
 			t.c.finish(p, &outcome{class: classify.Canceled}, nil, nil, t.c.now())
 		}
@@ -403,6 +430,9 @@ func (t *Transport) attempt(p Permit, req *http.Request, timeout time.Duration) 
 	now := t.c.now()
 	if err == nil && resp.Body == nil {
 		resp.Body = http.NoBody // (a RoundTripper may leave it nil; net/http's client allows it)
+	}
+	if err == nil && resp.Request == req {
+		resp.Request = asked // the caller's, not the attempt's marked copy
 	}
 	var prefix []byte
 	if err == nil && t.c.peekBody && resp.StatusCode < 500 {
@@ -422,6 +452,7 @@ func (t *Transport) attempt(p Permit, req *http.Request, timeout time.Duration) 
 	}
 	if err != nil {
 		handed = true
+		mark.over.Store(true)
 		cancel()
 		o = t.c.outcomeOf(nil, err, nil)
 		if parent.Err() != nil {
@@ -432,7 +463,7 @@ func (t *Transport) attempt(p Permit, req *http.Request, timeout time.Duration) 
 	}
 	o = t.c.outcomeOf(resp, nil, prefix)
 	o.rtt = now - p.t.Sent
-	resp.Body = &body{rc: resp.Body, t: t, p: p, o: o, resp: resp, cancel: cancel, parent: parent}
+	resp.Body = &body{rc: resp.Body, t: t, p: p, o: o, resp: resp, cancel: cancel, parent: parent, mark: mark}
 	handed = true
 	return resp, o, nil
 }
@@ -447,6 +478,7 @@ type body struct {
 	resp   *http.Response
 	cancel context.CancelFunc
 	parent context.Context
+	mark   *sending
 	once   sync.Once
 }
 
@@ -478,6 +510,7 @@ func (b *body) finish(readErr error) {
 // record records the body's outcome, once, and releases the slot.
 func (b *body) record(readErr error) {
 	b.once.Do(func() {
+		b.mark.over.Store(true)
 		o := b.o
 		if readErr != nil && b.resp.StatusCode < 400 {
 			// (a refusal's class is its status's, however its body ends:
