@@ -304,7 +304,7 @@ func (r Rule) resolve(name string) (rule, []error) {
 	// hosts are matched in lower case (normalizeHost): a glob written
 	// with capitals ("API.Example.com") would match none, and its rule's
 	// ceilings would silently fall to Default's
-	r.Domain = strings.ToLower(r.Domain)
+	r.Domain = canonicalGlob(strings.ToLower(r.Domain))
 	out := rule{Rule: r}
 	if r.Domain != "" && r.DomainRegexp == nil && r.Match == nil {
 		if _, err := path.Match(r.Domain, ""); err != nil {

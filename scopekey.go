@@ -14,16 +14,18 @@ import (
 // normalizeHost returns the scope key of a URL host: lower case, trailing
 // dots and default port (80 for http, 443 for https) stripped, brackets kept
 // for IPv6. One server is one key, however its host is written: a name
-// in Unicode, in punycode or with fullwidth letters takes one form (as
-// the resolver reads it: "ｅｘａｍｐｌｅ.com" is example.com,
-// "xn--bcher-kva.example" is bücher.example), an IPv6
+// in Unicode or with fullwidth letters takes its ASCII form, as the
+// resolver reads it and as Colly's URL parser writes it
+// ("ｅｘａｍｐｌｅ.com" is example.com, "bücher.example" is
+// xn--bcher-kva.example; the public suffix list and punycode rules read
+// that form too), an IPv6
 // address its canonical one ("[0:0::1]" is "[::1]", an IPv4-mapped one
 // the IPv4), a port its digits without leading zeros (":080" is ":80").
 // Before, each spelling was a scope of its own, with a rate of its own,
 // and a rule of "example.com" missed the fullwidth one. It allocates only
-// when the host has upper-case letters, non-ASCII bytes or a punycode
-// label (IDNA's mapping), an IPv6 address not in its canonical form, a
-// port with a leading zero, or trailing dots before a port.
+// when the host has upper-case letters, non-ASCII bytes (IDNA's
+// mapping), an IPv6 address not in its canonical form, a port with a
+// leading zero, or trailing dots before a port.
 func normalizeHost(scheme, host string) string {
 	if needsLower(host) {
 		host = strings.ToLower(host)
@@ -50,10 +52,9 @@ func normalizeHost(scheme, host string) string {
 // canonicalHost is the one spelling of a host (lower case, no trailing
 // dot) that another spelling of it differs from, and true; or h and false
 // when h is that spelling already, or cannot be read (it is then its own
-// key, as before). A name's spelling is its Unicode form after IDNA's
+// key, as before). A name's spelling is its ASCII form after IDNA's
 // mapping for lookup (fullwidth letters, an ideographic full stop, a soft
-// hyphen, a punycode label all read as the resolver reads them), so that
-// keys stay readable; an IPv6 address's is netip's.
+// hyphen read as the resolver reads them); an IPv6 address's is netip's.
 func canonicalHost(h string) (string, bool) {
 	if len(h) > 1 && h[0] == '[' && h[len(h)-1] == ']' {
 		a, err := netip.ParseAddr(h[1 : len(h)-1])
@@ -72,23 +73,41 @@ func canonicalHost(h string) (string, bool) {
 	if !needsIDNA(h) {
 		return h, false
 	}
-	u, err := idna.Lookup.ToUnicode(h)
-	if err != nil || u == "" {
+	a, err := idna.Lookup.ToASCII(h)
+	if err != nil || a == "" {
 		return h, false
 	}
-	u = strings.TrimRight(u, ".")
-	return u, u != h
+	a = strings.TrimRight(a, ".")
+	return a, a != h
 }
 
 // needsIDNA reports whether h may have another spelling under IDNA: a
-// non-ASCII byte, or a punycode label.
+// non-ASCII byte (an ASCII name is its own form).
 func needsIDNA(h string) bool {
 	for i := 0; i < len(h); i++ {
 		if h[i] >= 0x80 {
 			return true
 		}
 	}
-	return strings.Contains(h, "xn--")
+	return false
+}
+
+// canonicalGlob is a Rule.Domain glob in the hosts' form: each label
+// without glob syntax that has non-ASCII bytes in its ASCII form, so that
+// "*.bücher.example" matches the host xn--bcher-kva.example.
+func canonicalGlob(d string) string {
+	if !needsIDNA(d) {
+		return d
+	}
+	labels := strings.Split(d, ".")
+	for i, l := range labels {
+		if needsIDNA(l) && !strings.ContainsAny(l, "*?[\\") {
+			if a, err := idna.Lookup.ToASCII(l); err == nil && a != "" {
+				labels[i] = a
+			}
+		}
+	}
+	return strings.Join(labels, ".")
 }
 
 func splitHostPort(hostport string) (host, port string) {

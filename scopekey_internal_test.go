@@ -23,7 +23,7 @@ func TestNormalizeHost(t *testing.T) {
 		// case
 		{"https", "Example.COM", "example.com"},
 		{"http", "WWW.Example.com:8080", "www.example.com:8080"},
-		{"http", "ÉCOLE.example", "école.example"},
+		{"http", "ÉCOLE.example", "xn--cole-9oa.example"},
 		// trailing dots
 		{"https", "example.com.", "example.com"},
 		{"https", "example.com..", "example.com"},
@@ -64,8 +64,8 @@ func TestNormalizeHost(t *testing.T) {
 		{"http", "ｅｘａｍｐｌｅ.com", "example.com"},
 		{"http", "example。com", "example.com"},
 		{"http", "exam\u00adple.com", "example.com"},
-		{"http", "xn--bcher-kva.example", "bücher.example"},
-		{"http", "bücher.example", "bücher.example"},
+		{"http", "xn--bcher-kva.example", "xn--bcher-kva.example"},
+		{"http", "bücher.example", "xn--bcher-kva.example"},
 		{"http", "xn--zz.example", "xn--zz.example"}, // no valid punycode: as it is
 		{"http", "example.com:080", "example.com"},
 		{"http", "example.com:08080", "example.com:8080"},
@@ -221,8 +221,10 @@ func FuzzNormalizeHost(f *testing.F) {
 		if h := fuzzHostPart(got); strings.HasSuffix(h, ".") {
 			t.Fatalf("%q -> %q: trailing dot before the port", host, got)
 		}
-		// case folding may widen a letter (or an invalid byte) to 3 bytes
-		if len(got) > 3*len(host) {
+		// case folding may widen a letter (or an invalid byte) to 3
+		// bytes, and IDNA's ASCII form a label by its "xn--" and its
+		// encoding
+		if len(got) > 4*len(host)+4 {
 			t.Fatalf("%q -> %q: grew", host, got)
 		}
 		if port := got[len(fuzzHostPart(got)):]; port == ":80" && scheme == "http" || port == ":443" && scheme == "https" {
@@ -289,4 +291,18 @@ func TestRuleReachesEverySpelling(t *testing.T) {
 		assert.Equal(t, 1.0, st.ruleFor("http", host).Rate, host)
 	}
 	assert.Equal(t, normalizeHost("http", "example.com:80"), normalizeHost("http", "example.com:080"))
+
+	// a rule written in punycode or in Unicode reaches both spellings;
+	// ScopeDomain reads the public suffix list in its ASCII form
+	st, err = Config{Rules: []Rule{{Domain: "*.xn--bcher-kva.example", Rate: 1}, {Domain: "*.école.example", Rate: 2}}}.resolve()
+	require.NoError(t, err)
+	for _, host := range []string{"www.xn--bcher-kva.example", "www.bücher.example"} {
+		assert.Equal(t, 1.0, st.ruleFor("http", host).Rate, host)
+	}
+	for _, host := range []string{"www.xn--cole-9oa.example", "www.école.example"} {
+		assert.Equal(t, 2.0, st.ruleFor("http", host).Rate, host)
+	}
+	for _, u := range []string{"http://a.xn--55qx5d.cn/", "http://a.公司.cn/"} {
+		assert.Equal(t, "a.xn--55qx5d.cn", ScopeDomain(skRequest(t, u)), u)
+	}
 }
