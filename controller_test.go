@@ -145,12 +145,7 @@ func TestScopeKeepsTheStrictestRule(t *testing.T) {
 // its Rate: 1 fell silently to Default's.
 func TestRuleDomainCase(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var sent []time.Duration
-		start := time.Now()
-		origin := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			sent = append(sent, time.Since(start))
-			return page(http.StatusOK, "ok")(r)
-		})
+		origin, times := timedPages()
 		ctrl, err := polite.New(polite.Config{Robots: new(false), JitterSeed: 1,
 			Rules: []polite.Rule{{Domain: "API.Example.com", Rate: 1}}})
 		require.NoError(t, err)
@@ -159,6 +154,7 @@ func TestRuleDomainCase(t *testing.T) {
 			_, err := get(t.Context(), client, "http://api.example.com/")
 			require.NoError(t, err)
 		}
+		sent := *times
 		require.Len(t, sent, 3)
 		assert.GreaterOrEqual(t, sent[2]-sent[0], 2*time.Second-50*time.Millisecond, "one a second: %v", sent)
 	})

@@ -194,3 +194,14 @@ func alwaysThrottled() testserver.Config {
 		Excess: testserver.Excess{FixedRetryAfter: time.Second},
 	})
 }
+
+// timedPages is an origin that answers every request with a 200 and
+// notes when each came, since it was made (in the test's bubble).
+func timedPages() (roundTripFunc, *[]time.Duration) {
+	sent := new([]time.Duration)
+	start := time.Now()
+	return func(r *http.Request) (*http.Response, error) {
+		*sent = append(*sent, time.Since(start))
+		return page(http.StatusOK, "ok")(r)
+	}, sent
+}

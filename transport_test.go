@@ -602,12 +602,7 @@ func TestRetriedRefusalCookies(t *testing.T) {
 // under a MinGap of 3 s.
 func TestFollowUpOnAResponsesContextIsPoliced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var sent []time.Duration
-		start := time.Now()
-		origin := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			sent = append(sent, time.Since(start))
-			return page(http.StatusOK, "ok")(r)
-		})
+		origin, times := timedPages()
 		ctrl, err := polite.New(polite.Config{Robots: new(false), JitterSeed: 1, Default: polite.Rule{MinGap: 3 * time.Second}})
 		require.NoError(t, err)
 		tr := ctrl.Transport(origin)
@@ -623,6 +618,7 @@ func TestFollowUpOnAResponsesContextIsPoliced(t *testing.T) {
 			_ = r.Body.Close()
 		}
 		_ = resp.Body.Close()
+		sent := *times
 		require.Len(t, sent, 6)
 		assert.GreaterOrEqual(t, sent[5]-sent[0], 15*time.Second-50*time.Millisecond, "each 3 s apart: %v", sent)
 		snap, ok := ctrl.Snapshot("a.test")
