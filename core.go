@@ -211,14 +211,14 @@ func (c *core) record(now time.Duration, t stamp, o *outcome, st *settings) reac
 			th := *o
 			th.class = classify.Throttled
 			c.signal(now, t, &th, law.Throttled, st, &r)
-			break
+			break // (its Retry-After is the throttle's)
 		} else {
 			c.law.Dropped(now, t.Stamp, true)
 		}
 		if o.hasRA {
 			// a block that says how long to wait (a challenge page on a
 			// 429) is waited out, whatever else it counts for
-			c.gate.pause(now, now+min(max(o.retryAfter, st.MinRetryAfter), longestPause), pauseRetryAfter, st, &r)
+			c.pauseFor(now, o.retryAfter, pauseRetryAfter, st, &r)
 		}
 	default:
 		// a neutral answer (a 404, a DNS failure) or a canceled request
@@ -275,7 +275,7 @@ func (c *core) quota(now time.Duration, q classify.Quota, st *settings, r *react
 		if reset <= 0 {
 			reset = time.Second
 		}
-		c.gate.pause(now, now+min(max(reset, st.MinRetryAfter), longestPause), pauseQuota, st, r)
+		c.pauseFor(now, reset, pauseQuota, st, r)
 		return
 	}
 	if q.Limit > 0 && q.Window > 0 {
@@ -291,6 +291,12 @@ func (c *core) quota(now time.Duration, q classify.Quota, st *settings, r *react
 	}
 	left := float64(q.Remaining) - float64(c.inflight)
 	c.pace.setQuota(math.Max(left, 1)/reset.Seconds(), now+min(reset, longestPause))
+}
+
+// pauseFor pauses the scope for d from now, at least MinRetryAfter (never
+// a zero-wait loop) and at most longestPause.
+func (c *core) pauseFor(now, d time.Duration, reason pauseKind, st *settings, r *reaction) {
+	c.gate.pause(now, now+min(max(d, st.MinRetryAfter), longestPause), reason, st, r)
 }
 
 // What the scope, the controller and the fleet ask of the core: nothing
@@ -316,8 +322,7 @@ func (c *core) paused(now time.Duration) bool { return c.gate.paused(now) }
 // 660 s). A timed park that is over holds nothing: such a scope was
 // never evicted, one kept for every host that blocked a broad crawl.
 func (c *core) idle(now time.Duration) bool {
-	parked := c.gate.parked && (c.gate.parkedUntil == 0 || now < c.gate.parkedUntil)
-	return c.inflight == 0 && !c.gate.paused(now) && !parked && now >= c.pace.b.Next()
+	return c.inflight == 0 && !c.gate.paused(now) && !c.gate.parkedAt(now) && now >= c.pace.b.Next()
 }
 
 // sentRandomGap draws the random extra gap before the next send

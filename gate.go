@@ -54,7 +54,7 @@ type refusal struct {
 // parked, or paused for longer than maxPause.
 func (g *gate) refuse(now, maxPause time.Duration) (refusal, bool) {
 	if g.parked {
-		if g.parkedUntil == 0 || now < g.parkedUntil {
+		if g.parkedAt(now) {
 			return refusal{pause: pauseBlocked, until: g.parkedUntil, err: ErrBlocked}, true
 		}
 		// the park is a hypothesis (this host blocks the crawl) tested
@@ -73,6 +73,12 @@ func (g *gate) refuse(now, maxPause time.Duration) (refusal, bool) {
 
 // paused reports whether a pause is in force at now.
 func (g *gate) paused(now time.Duration) bool { return now < g.pausedUntil }
+
+// parkedAt reports whether a park is in force at now (a timed one that
+// ran out is not, though parked stays set until a request looks).
+func (g *gate) parkedAt(now time.Duration) bool {
+	return g.parked && (g.parkedUntil == 0 || now < g.parkedUntil)
+}
 
 // tick moves an open breaker whose pause has ended to half-open. It
 // reports whether it did.

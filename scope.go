@@ -158,10 +158,6 @@ func (s *scope) take(now time.Duration) stamp {
 	return t
 }
 
-// pullCeilings reads what memory knows of the scope's Crawl-delay when it
-// changed since the last look, and applies the Crawl-delay of the
-// request's origin. It returns the Crawl-delay that changed the ceiling (0:
-// none did). Called with mu held.
 // adoptRule makes the scope keep to r as well as to its rule: a scope
 // whose hosts match different rules (a scope per registered domain or per
 // proxy, a key of the user's) keeps to the strictest of those it has met,
@@ -178,6 +174,10 @@ func (s *scope) adoptRule(c *Controller, r *rule, now time.Duration) {
 	}
 }
 
+// pullCeilings reads what memory knows of the scope's Crawl-delay when it
+// changed since the last look, and applies the Crawl-delay of the
+// request's origin. It returns the Crawl-delay that changed the ceiling (0:
+// none did). Called with mu held.
 func (s *scope) pullCeilings(c *Controller, key string, now time.Duration, crawlDelay time.Duration) time.Duration {
 	var remembered time.Duration
 	var ok bool

@@ -1110,10 +1110,7 @@ func (l *Law) endRound(now time.Duration) {
 				l.rate = math.Min(l.rate, top)
 			}
 		} else if busy && (l.ceil == 0 || l.rate < l.ceil) {
-			l.rate *= 2
-			if l.ceil > 0 {
-				l.rate = math.Min(l.rate, l.ceil)
-			}
+			l.rate = l.capped(l.rate * 2)
 		}
 	case Steady:
 		if now >= l.nextProbe && busy && (l.ceil == 0 || l.est < l.ceil) {
