@@ -205,3 +205,13 @@ func timedPages() (roundTripFunc, *[]time.Duration) {
 		return page(http.StatusOK, "ok")(r)
 	}, sent
 }
+
+// getUntilError asks for u again and again until ctx ends or a request
+// fails (a pause past the deadline, say).
+func getUntilError(ctx context.Context, client *http.Client, u string) {
+	for ctx.Err() == nil {
+		if _, err := get(ctx, client, u); err != nil {
+			return
+		}
+	}
+}

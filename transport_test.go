@@ -515,11 +515,7 @@ func TestSpentQuotaWithoutReset(t *testing.T) {
 				client := &http.Client{Transport: ctrl.Transport(origin)}
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				for ctx.Err() == nil {
-					if _, err := get(ctx, client, "http://a.test/page"); err != nil {
-						break
-					}
-				}
+				getUntilError(ctx, client, "http://a.test/page")
 				t.Logf("%d sends in 10 s", sends.Load())
 				assert.LessOrEqual(t, sends.Load(), int64(11), "one a second at most")
 			})
@@ -545,11 +541,7 @@ func TestBlockPageRetryAfterHonoured(t *testing.T) {
 		client := &http.Client{Transport: ctrl.Transport(origin)}
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 		defer cancel()
-		for ctx.Err() == nil {
-			if _, err := get(ctx, client, "http://a.test/page"); err != nil {
-				break
-			}
-		}
+		getUntilError(ctx, client, "http://a.test/page")
 		t.Logf("sends at %v", sends)
 		assert.Len(t, sends, 1, "one send, then the 60 s asked for")
 		snap, ok := ctrl.Snapshot("a.test")
