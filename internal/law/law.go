@@ -898,7 +898,7 @@ func (l *Law) judgeHold(now time.Duration) {
 	}
 	mean, se := meanSE(h.sum, h.sq, h.good)
 	// (a throttle or an overload of the cohort's is a decrease since)
-	if h.sent >= holdCohort && h.good == h.sent && 2*h.level >= h.sent && h.epoch == l.epoch && h.cepoch == l.cepoch &&
+	if h.sent >= holdCohort && h.good == h.sent && 2*int(h.level) >= int(h.sent) && h.epoch == l.epoch && h.cepoch == l.cepoch &&
 		mean+noise*se <= latencyHigh*float64(h.base) {
 		l.holdUntil = 0
 	}
@@ -1074,8 +1074,9 @@ func (l *Law) endRound(now time.Duration) {
 	if now-l.roundStart < l.roundLen() {
 		return
 	}
-	clean, busy := !l.roundBad && l.roundEpoch == l.epoch, l.roundSends > 0 && 2*l.roundPaced >= l.roundSends
-	bound := l.roundSends > 0 && 2*l.roundUsed >= l.roundSends // the limit bound most sends
+	// (in int: twice a uint16 count overflows past 32,767 sends a round)
+	clean, busy := !l.roundBad && l.roundEpoch == l.epoch, l.roundSends > 0 && 2*int(l.roundPaced) >= int(l.roundSends)
+	bound := l.roundSends > 0 && 2*int(l.roundUsed) >= int(l.roundSends) // the limit bound most sends
 	l.newRound(now)
 	l.judgeLatency(now)
 	// a cohort all answered before its round's length was over is judged now
@@ -1331,11 +1332,15 @@ func (l *Law) onThrottle(now time.Duration, epoch uint32, sentRate float64) Cut 
 // It adopts s, the fleet's state, first: the decrease this process made
 // on its stale state is undone, and is no earlier decrease that the
 // throttle would escalate; a concurrency cut it made (an overload that
-// cut both) is kept.
+// cut both) is kept. A state Adopt refuses leaves the law as it was: the
+// throttle is already in this process's own state, and is not taken twice.
 func (l *Law) Rethrottle(now time.Duration, s Shared) Cut {
-	cepoch, limit, ssthresh := l.cepoch, l.limit, l.ssthresh
+	cepoch, limit, ssthresh, lastDecr := l.cepoch, l.limit, l.ssthresh, l.lastDecr
 	l.lastDecr = 0
-	l.Adopt(now, s)
+	if !l.Adopt(now, s) {
+		l.lastDecr = lastDecr
+		return NoCut
+	}
 	if cepoch > s.CEpoch {
 		l.cepoch, l.limit, l.ssthresh = cepoch, limit, ssthresh
 	}
@@ -1445,13 +1450,15 @@ func (l *Law) sinceDecrease(now time.Duration) time.Duration {
 // values that make no sense are ignored, the rate and the estimate are
 // bounded as Restore bounds them, and the concurrency limit is only ever
 // lowered (a decrease decided elsewhere; increases are each process's own).
-func (l *Law) Adopt(now time.Duration, s Shared) {
+// It reports whether it took s (false: s made no sense, and nothing
+// changed).
+func (l *Law) Adopt(now time.Duration, s Shared) bool {
 	l.fleet = true
 	if !(s.Rate > 0) || !(s.Limit >= 1) || !(s.Estimate >= 0) || math.IsInf(s.Limit, 0) || s.Phase > Probing ||
 		s.Phase != SlowStart && !(s.Estimate > 0) {
 		// (past slow start a law has an estimate: with none, the first
 		// probe would go at 0 and the rate stay at the floor for good)
-		return
+		return false
 	}
 	rate := l.bounded(s.Rate)
 	est := 0.0
@@ -1498,4 +1505,5 @@ func (l *Law) Adopt(now time.Duration, s Shared) {
 		l.probeRds = 0
 		l.newRound(now)
 	}
+	return true
 }

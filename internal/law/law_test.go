@@ -1619,6 +1619,53 @@ func TestRethrottleIsTheFleetsFirstStep(t *testing.T) {
 	assert.Greater(t, l.Shared(now).CEpoch, fleetState.CEpoch, "and the fleet will see it")
 }
 
+// A round of more sends than a uint16 holds half of is still judged by its
+// share of paced sends: 40,000 paced sends in a round make it busy, and
+// slow start doubles (2 × 40,000 paced overflowed 16 bits, and the round
+// read as not busy).
+func TestHugeRoundStillBusy(t *testing.T) {
+	var l law.Law
+	c := cfg
+	c.InitialRate = 40000
+	c.MaxConcurrency = 1 << 20
+	l.Init(&c, 0)
+	start := l.Rate()
+	for i := range 40000 {
+		at := time.Duration(i) * 25 * time.Microsecond
+		st := l.Sent(at, l.Rate(), 1, false, true)
+		l.Observe(at+time.Microsecond, st, law.Success)
+	}
+	st := l.Sent(1100*ms, l.Rate(), 1, false, true)
+	l.Observe(1100*ms+time.Microsecond, st, law.Success)
+	assert.Equal(t, 2*start, l.Rate(), "a clean busy round doubles slow start's rate")
+}
+
+// A fleet's state that Adopt refuses (a store is untrusted) leaves the
+// law as it was: the throttle this process already took on its own state
+// is not taken a second time, and the memory of its last decrease (which
+// escalates the next step) is kept.
+func TestRethrottleOfARefusedStateCutsNothingMore(t *testing.T) {
+	var l law.Law
+	c := cfg
+	l.Init(&c, 0)
+	l.Adopt(0, law.Shared{Rate: 12, Estimate: 12, Step: 0.03, DownStep: 0.03, Limit: 8, Epoch: 5, CEpoch: 2, Phase: law.Steady})
+	now := 10 * time.Second
+	st := l.Sent(now, 12, 4, true, false)
+	l.Observe(now+10*time.Millisecond, st, law.Throttled) // the process's own step down
+	before := l.Shared(now + 20*time.Millisecond)
+	require.Less(t, before.Estimate, 12.0)
+	for _, bad := range []law.Shared{
+		{Rate: -1, Estimate: 12, Limit: 8, Phase: law.Steady},
+		{Rate: 12, Estimate: 0, Limit: 8, Phase: law.Steady},
+		{Rate: 12, Estimate: 12, Limit: 0, Phase: law.Steady},
+		{Rate: math.NaN(), Estimate: 12, Limit: 8, Phase: law.Steady},
+	} {
+		cut := l.Rethrottle(now+20*time.Millisecond, bad)
+		assert.Equal(t, law.NoCut, cut, "%+v", bad)
+		assert.Equal(t, before, l.Shared(now+20*time.Millisecond), "%+v: the law as it was", bad)
+	}
+}
+
 // Under a concurrency cap (the limit held under a count a burst
 // overloaded), a probe round in which most sends filled the limit, not
 // the pacer, tests the cap and not the rate: it ends "not busy", and
