@@ -22,8 +22,10 @@ import (
 //
 // A malformed value gets the most conservative value of its field (a rate
 // the minimum rate, a concurrency 1, retries none, robots on), so that a
-// typo never lifts a ceiling, and the error (wrapping ErrConfig) names every
-// variable that was malformed.
+// typo never lifts a ceiling; a malformed duration (MAX_BACKOFF,
+// MAX_PAUSE) leaves the field as the code set it, since neither bound has
+// a safe extreme (the longest would hold a request for a century). The
+// error (wrapping ErrConfig) names every variable that was malformed.
 //
 //	cfg := polite.Config{Default: polite.Rule{Rate: 10}}
 //	if err := cfg.ReadEnv(); err != nil {
