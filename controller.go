@@ -289,7 +289,7 @@ func (c *Controller) acquire(ctx context.Context, cl call) (Permit, error) {
 		p := Permit{c: c, s: s, key: cl.key, t: t}
 		if s.dead {
 			// evicted between lookup and acquire: give the slot back, retry
-			s.untake(p.t, c.now())
+			s.untake(c, p.t, c.now())
 			continue
 		}
 		if c.fleet != nil {
@@ -457,7 +457,7 @@ func (c *Controller) fleetBefore(ctx context.Context, key string, s *scope, t *s
 			s.fleetAnswered()
 		}
 		if !answered || err != nil {
-			s.untake(*t, c.now())
+			s.untake(c, *t, c.now())
 			c.notify(key)
 		}
 	}()

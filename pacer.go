@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/colly-polite/polite/internal/sat"
 	"github.com/colly-polite/polite/tokenbucket"
 )
 
@@ -164,6 +165,20 @@ func (p *pacer) sent(r *rule, rng *rand.PCG) {
 type globalPacer struct {
 	mu sync.Mutex
 	b  tokenbucket.Bucket // guarded by mu
+}
+
+// untake gives back the slot of a send granted but not made, on the
+// scope's terms (core.untake): only if its moment is not past, so that a
+// slot given back after a long wait lets no burst out. g may be nil.
+func (g *globalPacer) untake(t stamp, now time.Duration) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if now-t.Sent < sat.Interval(g.b.Rate()) {
+		g.b.Untake()
+	}
 }
 
 func newGlobalPacer(rate float64) *globalPacer {

@@ -37,7 +37,7 @@ func (c *Controller) cancelReservation(s *scope, key string, id uint64) {
 	if len(s.reservations) == 0 {
 		s.reservations = nil
 	}
-	s.core.untake(t, c.now())
+	s.giveBack(c, t, c.now())
 	s.queue.nudgeHead()
 	s.mu.Unlock()
 	c.notify(key)
@@ -128,7 +128,7 @@ var errNoURL = errors.New("polite: a request without URL")
 // useReservation hands the oldest reservation of the scope to the request
 // at hand, unless a pause or a refusal came since it was taken: then it is
 // given back and the request goes the usual way. Called with mu held.
-func (s *scope) useReservation(now, maxPause time.Duration) (stamp, bool) {
+func (s *scope) useReservation(c *Controller, now time.Duration) (stamp, bool) {
 	if len(s.reservations) == 0 {
 		return stamp{}, false
 	}
@@ -137,8 +137,8 @@ func (s *scope) useReservation(now, maxPause time.Duration) (stamp, bool) {
 	if len(s.reservations) == 0 {
 		s.reservations = nil
 	}
-	if _, refused := s.core.refusal(now, maxPause); refused || s.core.paused(now) {
-		s.core.untake(cl.t, now)
+	if _, refused := s.core.refusal(now, c.st.MaxPause); refused || s.core.paused(now) {
+		s.giveBack(c, cl.t, now)
 		return stamp{}, false
 	}
 	cl.t.Sent = now // it goes out now, not when it was reserved

@@ -295,3 +295,26 @@ func TestReserveWaitsBehindTheFleet(t *testing.T) {
 		require.NoError(t, b.Close())
 	})
 }
+
+// A claim given back unused gives back the controller-wide ceiling's slot
+// too (Config.GlobalRate), as it gives back the scope's: under a global
+// 1/s, a claim on one host cancelled at once leaves the next second's
+// send to any host. Before, the global slot stayed taken, and the next
+// host waited a whole interval for a send that never went.
+func TestClaimCancelGivesBackTheGlobalSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctrl, err := polite.New(polite.Config{GlobalRate: 1, Robots: new(false)})
+		require.NoError(t, err)
+		a, _ := http.NewRequest("GET", "http://a.test/", nil)
+		b, _ := http.NewRequest("GET", "http://b.test/", nil)
+		cl, _, err := hook.Reserve(ctrl, a)
+		require.NoError(t, err)
+		require.True(t, cl.Held())
+		cl.Cancel()
+		start := time.Now()
+		p, err := ctrl.Acquire(context.Background(), b)
+		require.NoError(t, err)
+		assert.Zero(t, time.Since(start), "the global slot given back goes to b.test at once")
+		p.Drop()
+	})
+}

@@ -51,7 +51,7 @@ func (s *scope) acquire(ctx context.Context, c *Controller, cl call, now time.Du
 	tr := s.begin(c, now)
 	s.adoptRule(c, cl.rule, now)
 	q := cause{op: opAcquire, crawlDelay: s.pullCeilings(c, key, now, cl.crawlDelay)}
-	if t, ok := s.useReservation(now, c.st.MaxPause); ok {
+	if t, ok := s.useReservation(c, now); ok {
 		q.granted, q.reserved = true, true
 		s.publish(c, key, &tr, &q)
 		return t, nil
@@ -255,11 +255,18 @@ func (s *scope) record(c *Controller, now time.Duration, t stamp, o *outcome, tr
 
 // untake gives back a slot granted but not used (the scope was evicted
 // meanwhile, or a shared pause started): no outcome is recorded.
-func (s *scope) untake(t stamp, now time.Duration) {
+func (s *scope) untake(c *Controller, t stamp, now time.Duration) {
 	s.mu.Lock()
-	s.core.untake(t, now)
+	s.giveBack(c, t, now)
 	s.queue.nudgeHead()
 	s.mu.Unlock()
+}
+
+// giveBack gives back a send granted but not made: the scope's slots
+// (core.untake) and the controller-wide ceiling's. Called with mu held.
+func (s *scope) giveBack(c *Controller, t stamp, now time.Duration) {
+	s.core.untake(t, now)
+	c.global.untake(t, now)
 }
 
 // fleetTransition runs fn under mu as one transition of the decision log: a change
