@@ -187,10 +187,7 @@ func (t *Transport) fetchRobots(ctx context.Context, req *http.Request, e *origi
 			t.c.notify(key)
 		}
 	}()
-	timeout := t.attemptTimeout
-	if timeout == 0 {
-		timeout = robotsTimeout
-	}
+	timeout := t.robotsTimeout()
 	send := func(r *http.Request) (*http.Response, error) {
 		return t.roundTrip(r, t.c.resolve(r), 0, timeout) // no retries: unavailable at once
 	}
@@ -230,7 +227,9 @@ func (t *Transport) teeRobots(req *http.Request, cl call) (*http.Response, error
 			done(robotsFacts{}, 0, true)
 		}
 	}()
-	resp, err := t.roundTrip(req, cl, 0, t.attemptTimeout)
+	// bounded as the controller's own fetch is: the origin's other
+	// requests wait on this one
+	resp, err := t.roundTrip(req, cl, 0, t.robotsTimeout())
 	if err != nil {
 		f, ttl := t.c.robotsPolicy().unreadable()
 		se := (*ScopeError)(nil)
@@ -249,6 +248,15 @@ func (t *Transport) teeRobots(req *http.Request, cl call) (*http.Response, error
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(b), resp.Body), resp.Body}
 	return resp, nil
+}
+
+// robotsTimeout bounds one robots.txt attempt: the attempt's timeout, or
+// robotsTimeout when there is none.
+func (t *Transport) robotsTimeout() time.Duration {
+	if t.attemptTimeout == 0 {
+		return robotsTimeout
+	}
+	return t.attemptTimeout
 }
 
 var idempotent = map[string]bool{"": true, "GET": true, "HEAD": true, "OPTIONS": true, "TRACE": true, "PUT": true, "DELETE": true}

@@ -618,3 +618,42 @@ func TestFollowUpOnAResponsesContextIsPoliced(t *testing.T) {
 		assert.Equal(t, uint64(6), snap.Counts[classify.Success], "each recorded")
 	})
 }
+
+// A robots.txt request from above (Colly's own robots.txt handling) that
+// the controller tees as its fetch is bounded as the controller's own
+// fetch is, when no AttemptTimeout is set: a server that never answers it
+// leaves neither that request nor the origin's pages waiting for good.
+// (An unreachable robots.txt then disallows the origin for a while, as RFC
+// 9309 asks: the page ends with ErrDisallowed, not a hang.)
+func TestTeedRobotsFetchBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		origin := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Path == "/robots.txt" {
+				<-r.Context().Done() // never answers
+				return nil, r.Context().Err()
+			}
+			return page(http.StatusOK, "ok")(r)
+		})
+		ctrl, err := polite.New(polite.Config{Robots: new(true), JitterSeed: 1})
+		require.NoError(t, err)
+		tr := ctrl.Transport(origin)
+		robotsErr := make(chan error, 1)
+		go func() {
+			req, _ := http.NewRequest(http.MethodGet, "http://a.test/robots.txt", nil) // no deadline of its own
+			resp, err := tr.RoundTrip(req)
+			if resp != nil {
+				_ = resp.Body.Close()
+			}
+			robotsErr <- err
+		}()
+		synctest.Wait()
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://a.test/page", nil)
+		_, err = tr.RoundTrip(req)
+		require.ErrorIs(t, err, polite.ErrDisallowed, "the page is not held by a robots.txt that never comes")
+		assert.LessOrEqual(t, time.Since(start), time.Minute)
+		assert.Error(t, <-robotsErr, "the teed robots.txt request ends")
+	})
+}
