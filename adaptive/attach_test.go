@@ -81,6 +81,30 @@ func TestControllerAttachReplaces(t *testing.T) {
 	})
 }
 
+// A clone made before AttachTo replaced its family's controller reports
+// the controller that polices it now, and Attach on it returns that one:
+// before, the clone kept its parent's old guard and reported the first
+// controller, which saw none of its requests.
+func TestCloneAfterAttachToReportsTheNewController(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{}))
+		c := colly.NewCollector(colly.AllowURLRevisit())
+		c.WithTransport(srv.Transport())
+		first := adaptive.Attach(c, polite.Config{Robots: new(false)})
+		clone := c.Clone()
+		second, err := polite.New(polite.Config{Robots: new(false)})
+		require.NoError(t, err)
+		require.NoError(t, adaptive.AttachTo(c, second))
+		assert.True(t, adaptive.ControllerOf(clone) == second, "the clone reports the controller that polices it")
+		assert.True(t, adaptive.Attach(clone) == second, "and Attach on it returns that one")
+		require.NoError(t, clone.Visit(srv.HostURL("a.test")+"/page/1"))
+		assert.Zero(t, len(first.Report().Scopes), "the first controller sees nothing")
+		snap, ok := second.Snapshot("a.test")
+		require.True(t, ok)
+		assert.Equal(t, uint64(1), snap.Counts[0])
+	})
+}
+
 // Attach reads Colly's unexported http.Client by reflection (Colly v2.3.0
 // has setters only). Against the version in go.mod the read works: the
 // collector's own transport is the one wrapped, and Err is nil.

@@ -102,9 +102,12 @@ func attached(c *colly.Collector, read func(*colly.Collector) (**http.Client, er
 	if err != nil || slot == nil {
 		return nil
 	}
-	if g := guardOf(c, slot); g != nil {
+	if g := guardOf(c, slot); g != nil && g.live() {
 		return g.ctrl
 	}
+	// (a guard retired: another controller took the family over, and a
+	// clone made before still holds the old guard; the transport says
+	// whose it is)
 	if *slot != nil {
 		if ctrl, _, _, ok := hook.Unwrap((*slot).Transport); ok {
 			return ctrl.(*polite.Controller)
@@ -214,6 +217,13 @@ func (g *guard) watch(c *colly.Collector) {
 	}
 	c.Context = context.WithValue(c.Context, guardKey{}, guardRef{g, c})
 	c.OnRequest(g.check)
+}
+
+// live reports whether g still guards its family (not retired).
+func (g *guard) live() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return !g.retired
 }
 
 // retire stops g: another controller took the family over.
