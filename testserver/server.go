@@ -32,6 +32,8 @@ type Server struct {
 	servers []*http.Server
 	tr      *http.Transport
 	dialer  net.Dialer
+	trMu    sync.Mutex
+	trs     []*http.Transport // Transport's copies; guarded by trMu
 
 	closeOnce sync.Once
 	closeMu   sync.RWMutex // guards closed against handlers.Add
@@ -187,11 +189,19 @@ func (s *Server) Client() *http.Client {
 	return &http.Client{Transport: s.tr}
 }
 
-// Transport returns the transport that reaches the server's hosts: in
-// memory over pipes, or over loopback sockets. It is shared by every Client;
-// Close closes its idle connections. Use it with Colly as
-// c.WithTransport(srv.Transport()).
-func (s *Server) Transport() *http.Transport { return s.tr }
+// Transport returns a transport that reaches the server's hosts: in
+// memory over pipes, or over loopback sockets. Each call returns one of
+// its own, with its own connections: Colly's setters change the transport
+// they are given (SetProxyFunc sets its Proxy), and one shared by two
+// collectors would change for both. Close closes the idle connections of
+// every one. Use it with Colly as c.WithTransport(srv.Transport()).
+func (s *Server) Transport() *http.Transport {
+	t := s.tr.Clone()
+	s.trMu.Lock()
+	s.trs = append(s.trs, t)
+	s.trMu.Unlock()
+	return t
+}
 
 // Stats returns a copy of what host has seen so far (the zero Stats for a
 // host that is not configured).
@@ -227,6 +237,11 @@ func (s *Server) Close() {
 		if s.tr != nil {
 			s.tr.CloseIdleConnections()
 		}
+		s.trMu.Lock()
+		for _, t := range s.trs {
+			t.CloseIdleConnections()
+		}
+		s.trMu.Unlock()
 	})
 }
 

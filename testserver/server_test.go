@@ -419,3 +419,19 @@ func TestStringers(t *testing.T) {
 	assert.Equal(t, "Memory", testserver.Memory.String())
 	assert.True(t, errors.Is(fmt.Errorf("x: %w", testserver.ErrClosed), testserver.ErrClosed))
 }
+
+// Each Transport is a collector's own: a setter that changes the one it
+// is given (Colly's SetProxyFunc sets its Proxy) leaves the others as they
+// were, and each reaches the server.
+func TestTransportsAreEachTheirOwn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, one(testserver.Policy{}))
+		a, b := srv.Transport(), srv.Transport()
+		require.NotSame(t, a, b)
+		a.Proxy = http.ProxyURL(nil)
+		assert.Nil(t, b.Proxy, "the other transport is left as it was")
+		for _, tr := range []*http.Transport{a, b} {
+			assert.Equal(t, 200, get(t, &http.Client{Transport: tr}, srv.URL+"/").status)
+		}
+	})
+}
