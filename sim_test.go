@@ -308,7 +308,7 @@ func simDrive(sc simScenario, st *settings, scopes []*simScope) simResult {
 				s.res.Sends++
 			}
 			for _, pw := range s.pauses {
-				if a > pw.from && a < pw.to {
+				if t >= pw.from && t < pw.to {
 					s.res.Violations++
 					break
 				}
@@ -326,13 +326,17 @@ func simDrive(sc simScenario, st *settings, scopes []*simScope) simResult {
 			if judged {
 				s.res.Rejected++
 			}
+			recv := w.late(a + down) // when the client reads the answer
 			if ra > 0 {
-				// the client learns at a+down; what it sends then
-				// arrives at a+down+half at the earliest
-				s.pauses = prune(s.pauses, a)
-				s.pauses = append(s.pauses, simPause{from: a + down + half, to: a + down + half + ra*int64(time.Second)})
+				// a violation is a send the client made inside a pause it
+				// had read: from its reading for ra, on its own clock (a
+				// send made before it read the answer was on its way, and
+				// a window on the server's clock counted such sends as
+				// jitter or a late reading carried them over its edge)
+				s.pauses = prune(s.pauses, t)
+				s.pauses = append(s.pauses, simPause{from: recv, to: recv + ra*int64(time.Second)})
 			}
-			push(simEvent{t: w.late(a + down), kind: evAnswer, status: int16(status), ra: ra, host: int32(i), p: p})
+			push(simEvent{t: recv, kind: evAnswer, status: int16(status), ra: ra, host: int32(i), p: p})
 		}
 	}
 	pumpAll := func(t int64) {
@@ -430,6 +434,8 @@ func simDrive(sc simScenario, st *settings, scopes []*simScope) simResult {
 	return res
 }
 
+// simPause is a pause a client read, on its clock: from its reading of
+// the answer, for the Retry-After.
 type simPause struct{ from, to int64 }
 
 func prune(ps []simPause, t int64) []simPause {

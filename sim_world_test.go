@@ -71,17 +71,23 @@ func newSimWorld(p simProfile, seed uint64, d time.Duration) *simWorld {
 	}
 	r := rand.New(rand.NewPCG(seed, 0x3c6ef372fe94f82b))
 	w.rng = r
+	// the drift is drawn whatever the profile, so that a seed is the same
+	// world for every kind (its busy machine the same seeds'), and set
+	// aside where the profile has none: a kind that did not draw it was
+	// busy in other worlds than the others, six of ten instead of three.
+	// (Every kind has a phase.)
 	if p.Phase > 0 {
 		w.phase = r.Int64N(int64(p.Phase))
 	}
 	w.jitter = p.RTTJitter * r.Float64()
 	w.sigma = p.CostSpread * r.Float64()
+	amp, per, ph := r.Float64(), r.Float64(), r.Float64()
 	if p.Drift > 0 {
-		w.driftAmp = p.Drift * r.Float64()
-		w.driftPer = 30 + 120*r.Float64()
-		w.driftPh = 2 * math.Pi * r.Float64()
+		w.driftAmp = p.Drift * amp
+		w.driftPer = 30 + 120*per
+		w.driftPh = 2 * math.Pi * ph
 	}
-	if p.Busy > 0 && r.Float64() < p.Busy {
+	if busy := r.Float64(); p.Busy > 0 && busy < p.Busy {
 		w.busy, w.shared = true, p.Shared
 		w.lateMean = float64(500*time.Microsecond) + float64(2500*time.Microsecond)*r.Float64()
 		every := 1 / (0.5 + 1.5*r.Float64()) // seconds between stalls, on average
