@@ -250,6 +250,20 @@ func (t *Transport) teeRobots(req *http.Request, cl call) (*http.Response, error
 	return resp, nil
 }
 
+// crawlDelayNow is the Crawl-delay of req's origin as robots.txt is known
+// now, without reading it (0 when it is not known fresh: the scope's
+// remembered Crawl-delay still holds).
+func (t *Transport) crawlDelayNow(req *http.Request) time.Duration {
+	if !t.c.st.robots || isRobots(req) {
+		return 0
+	}
+	f, state := t.c.known.robotsState(origin(req), t.c.now())
+	if state != robotsKnown {
+		return 0
+	}
+	return f.delay
+}
+
 // robotsTimeout bounds one robots.txt attempt: the attempt's timeout, or
 // robotsTimeout when there is none.
 func (t *Transport) robotsTimeout() time.Duration {
@@ -276,6 +290,13 @@ func (t *Transport) roundTrip(req *http.Request, cl call, retries int, timeout t
 	ctx := req.Context()
 	var cookies []string // the Set-Cookie lines of the refusals retried
 	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			// the Crawl-delay in force now: robots.txt may have been
+			// read again since the first attempt (the ceiling an origin's
+			// Crawl-delay sets only ever tightens, and a stale one would
+			// hold until the next read)
+			cl.crawlDelay = t.crawlDelayNow(req)
+		}
 		p, err := t.c.acquire(ctx, cl)
 		if err != nil {
 			if attempt == 0 {
