@@ -78,6 +78,9 @@ func newController(st *settings) *Controller {
 		global:   newGlobalPacer(st.GlobalRate),
 		scopes:   make(map[string]*scope),
 	}
+	if st.Logger != nil {
+		st.Logger = safeLogger(st.Logger, c.addErr)
+	}
 	if st.Store != nil {
 		c.fleet = newFleet(st, c.now)
 		c.fleet.Subscribe(c.notified)

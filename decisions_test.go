@@ -194,3 +194,45 @@ func TestDecisionLogLevel(t *testing.T) {
 		})
 	}
 }
+
+// panicky is a slog handler that panics in Enabled or in Handle.
+type panicky struct{ inEnabled bool }
+
+func (p panicky) Enabled(context.Context, slog.Level) bool {
+	if p.inEnabled {
+		panic("handler bug")
+	}
+	return true
+}
+func (p panicky) Handle(context.Context, slog.Record) error { panic("log sink failed") }
+func (p panicky) WithAttrs([]slog.Attr) slog.Handler        { return p }
+func (p panicky) WithGroup(string) slog.Handler             { return p }
+
+// A Logger whose handler panics costs its records, not the crawl: before,
+// a panic in Handle, called after a slot was granted, left that slot
+// taken for good (with MaxConcurrency 1, every later request waited until
+// its context ended), and one in Enabled, called with the controller's
+// lock held, left the controller locked. The first panic is reported by
+// Err.
+func TestPanickingLogHandler(t *testing.T) {
+	for _, inEnabled := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Handle", true: "Enabled"}[inEnabled], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctrl, err := polite.New(polite.Config{Logger: slog.New(panicky{inEnabled}), Robots: new(false), JitterSeed: 1,
+					Default: polite.Rule{MaxConcurrency: 1}})
+				require.NoError(t, err)
+				req, _ := http.NewRequest(http.MethodGet, "http://a.test/", nil)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				for i := range 3 {
+					p, err := ctrl.Acquire(ctx, req)
+					require.NoError(t, err, "request %d", i)
+					p.Record(&http.Response{StatusCode: http.StatusOK, Header: http.Header{}}, nil)
+				}
+				r := ctrl.Report()
+				assert.Len(t, r.Scopes, 1, "the controller is not left locked")
+				assert.ErrorContains(t, ctrl.Err(), "Logger's handler panicked")
+			})
+		})
+	}
+}
