@@ -178,3 +178,30 @@ func TestOwnTransportWrappedAfterAttach(t *testing.T) {
 		assertIdle(t, ctrl)
 	})
 }
+
+// Setters called after Attach are wrapped at once by a second Attach, on
+// the caller's goroutine: an Async crawl with Colly's robots.txt handling
+// on then runs with no write to the client while requests read it (the
+// guard's own rewrite, in the first request's OnRequest, raced with
+// Colly's robots.txt fetch of the next Visit; go test -race found it).
+func TestAttachAgainAfterSetters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hosts := map[string]testserver.Policy{}
+		for i := range 6 {
+			hosts[fmt.Sprintf("h%d.test", i)] = testserver.Policy{}
+		}
+		srv := testserver.NewTest(t, testserver.Config{Hosts: hosts})
+		c := colly.NewCollector(colly.Async(true))
+		c.WithTransport(srv.Transport())
+		c.IgnoreRobotsTxt = false
+		ctrl := adaptive.Attach(c, polite.Config{Robots: new(false)})
+		c.SetRequestTimeout(5 * time.Second)
+		require.True(t, adaptive.Attach(c) == ctrl, "the same controller")
+		for h := range hosts {
+			require.NoError(t, c.Visit(srv.HostURL(h)+"/page/1"))
+		}
+		c.Wait()
+		assert.NoError(t, ctrl.Err(), "nothing was wrapped again during the crawl")
+		assert.Len(t, ctrl.Report().Scopes, len(hosts), "every request went through the controller")
+	})
+}
