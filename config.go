@@ -224,6 +224,10 @@ type Config struct {
 // sends through unpaced and waiters spin on 1 µs timers.
 const minRate = 1e-6
 
+// longestGap is the gap of minRate (about 11.6 days): the longest MinGap a
+// schedule keeps.
+const longestGap = time.Duration(float64(time.Second) / minRate)
+
 // rateProblem says what is wrong with a configured rate, or "".
 func rateProblem(f float64) string {
 	switch {
@@ -283,6 +287,16 @@ func (r Rule) resolve(name string) (rule, []error) {
 			bad("%s %v is negative", f.n, *f.v)
 			*f.v = 0
 		}
+		// a century at most, as every duration: their sum is then
+		// representable (past MaxInt64 it wrapped negative, and passed
+		// the check against MaxPause)
+		*f.v = min(*f.v, longestPause)
+	}
+	if r.MinGap > longestGap {
+		// the least rate is its ceiling's floor: a longer gap would be
+		// kept shorter without a word
+		bad("MinGap %v above %v, the longest gap a schedule keeps: cut to it", r.MinGap, longestGap)
+		r.MinGap = longestGap
 	}
 	for _, f := range []struct {
 		n string

@@ -130,7 +130,7 @@ func (c *core) untake(t stamp, now time.Duration) {
 	c.inflight--
 	c.law.Dropped(now, t.Stamp, false)
 	if now-t.Sent < sat.Interval(c.pace.rate()) {
-		c.pace.b.Untake()
+		c.pace.b.Untake(t.Sent)
 	}
 	if t.probe {
 		c.gate.probeOut = false

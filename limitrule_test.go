@@ -2,6 +2,7 @@ package polite_test
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"regexp"
 	"slices"
@@ -201,4 +202,31 @@ func TestGapsValidated(t *testing.T) {
 		_, err := polite.New(opt)
 		assert.ErrorIs(t, err, polite.ErrConfig, name)
 	}
+}
+
+// Gaps past what the schedule can keep are errors, never kept shorter
+// without a word or wrapped: a MinGap above the gap of the least rate
+// (1e-6/s: about 11.6 days) under a MaxPause that allows it, and a MinGap
+// plus RandomGap past MaxInt64 (before, the sum wrapped negative, passed
+// the check against MaxPause, and every request failed).
+func TestGapsPastTheSchedule(t *testing.T) {
+	century := 100 * 365 * 24 * time.Hour
+	_, err := polite.New(polite.Config{MaxPause: century, Default: polite.Rule{MinGap: 30 * 24 * time.Hour}})
+	assert.ErrorIs(t, err, polite.ErrConfig, "a MinGap of 30 days")
+	assert.ErrorContains(t, err, "MinGap")
+	_, err = polite.New(polite.Config{Default: polite.Rule{MinGap: math.MaxInt64, RandomGap: math.MaxInt64}})
+	assert.ErrorIs(t, err, polite.ErrConfig, "gaps that wrap")
+	synctest.Test(t, func(t *testing.T) {
+		ctrl, err := polite.New(polite.Config{MaxPause: century, Robots: new(false), Default: polite.Rule{MinGap: 10 * 24 * time.Hour}})
+		require.NoError(t, err)
+		req, _ := http.NewRequest(http.MethodGet, "http://a.test/", nil)
+		p, err := ctrl.Acquire(context.Background(), req)
+		require.NoError(t, err)
+		first := time.Now()
+		p.Record(&http.Response{StatusCode: http.StatusOK, Header: http.Header{}}, nil)
+		p, err = ctrl.Acquire(context.Background(), req)
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, time.Since(first), 10*24*time.Hour)
+		p.Drop()
+	})
 }

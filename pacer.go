@@ -93,12 +93,26 @@ func (p *pacer) sync(now time.Duration, c *core) bool {
 	// fleet whose store is away, whose schedule is one of several that
 	// no one spaces against the others: a send it catches up on adds to
 	// theirs
-	p.b.SetStrict(p.robots > 0 && r >= p.robots || c.rule.gapRate > 0 || alone)
+	p.b.SetStrict(creditBreaks(r, p.robots) || c.rule.gapRate > 0 || alone)
 	if r == p.b.Rate() {
 		return false
 	}
 	p.b.SetRate(r)
 	return true
+}
+
+// creditBreaks reports whether the credit a schedule at rate r gives a
+// late send (tokenbucket.MaxCredit, a quarter of the interval at most)
+// could bring two sends closer than a Crawl-delay ceiling's gap (ceil, 0:
+// none): not only at the ceiling, but at any rate whose interval less the
+// credit falls under it (a rate 2 % under a Crawl-delay of 0.1 s sent
+// 97.5 ms apart).
+func creditBreaks(r, ceil float64) bool {
+	if !(ceil > 0) || !(r > 0) {
+		return false
+	}
+	t := sat.Interval(r)
+	return t-min(t/4, tokenbucket.MaxCredit) < sat.Interval(ceil)
 }
 
 // whole is the rate in force for a whole fleet, req/s: the law's under
@@ -177,7 +191,7 @@ func (g *globalPacer) untake(t stamp, now time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if now-t.Sent < sat.Interval(g.b.Rate()) {
-		g.b.Untake()
+		g.b.Untake(t.Sent)
 	}
 }
 

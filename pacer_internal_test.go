@@ -1,7 +1,10 @@
 package polite
 
 import (
+	"context"
+	"net/http"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -48,4 +51,34 @@ func TestPacerCeilings(t *testing.T) {
 	low.setShare(now, 0.5)
 	assert.Equal(t, 1.0, low.pace.rate(), "a fleet's share halves the law's rate")
 	assert.Equal(t, 2.0, low.fleetRate(), "the fleet's rate is the whole")
+}
+
+// A Crawl-delay ceiling that does not bind (the configured rate, or the
+// law's own, a hair under it) still keeps its gap: the credit a schedule
+// gives a late send (10 ms) is not allowed to bring two sends closer than
+// the Crawl-delay. Before, with Crawl-delay 0.1 s and a rate of 9.3/s,
+// sends went 97.5 ms apart.
+func TestCrawlDelayGapUnderALowerRate(t *testing.T) {
+	for i, rl := range []Rule{{Rate: 9.3, InitialRate: 9.3}, {InitialRate: 9.3}} {
+		t.Run([]string{"configured rate", "law's rate"}[i], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c, err := New(Config{Robots: new(false), Default: rl})
+				require.NoError(t, err)
+				req, _ := http.NewRequest(http.MethodGet, "http://a.test/", nil)
+				cl := c.resolve(req)
+				cl.crawlDelay = 100 * time.Millisecond // robots.txt: Crawl-delay: 0.1
+				var last time.Time
+				for i := range 4 {
+					p, err := c.acquire(context.Background(), cl)
+					require.NoError(t, err)
+					if i > 0 {
+						assert.GreaterOrEqual(t, time.Since(last), 100*time.Millisecond, "send %d", i)
+					}
+					last = time.Now()
+					time.Sleep(3 * time.Millisecond) // a late timer's worth before the next ask
+					p.Record(&http.Response{StatusCode: http.StatusOK, Header: http.Header{}}, nil)
+				}
+			})
+		})
+	}
 }

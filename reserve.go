@@ -126,8 +126,9 @@ func (c *Controller) reserve(req *http.Request) (hook.Reservation, hook.Readines
 var errNoURL = errors.New("polite: a request without URL")
 
 // useReservation hands the oldest reservation of the scope to the request
-// at hand, unless a pause or a refusal came since it was taken: then it is
-// given back and the request goes the usual way. Called with mu held.
+// at hand, unless a pause or a refusal came since it was taken, or the
+// schedules do not allow a send now: then it is given back and the request
+// goes the usual way. Called with mu held.
 func (s *scope) useReservation(c *Controller, now time.Duration) (stamp, bool) {
 	if len(s.reservations) == 0 {
 		return stamp{}, false
@@ -137,12 +138,42 @@ func (s *scope) useReservation(c *Controller, now time.Duration) (stamp, bool) {
 	if len(s.reservations) == 0 {
 		s.reservations = nil
 	}
-	if _, refused := s.core.refusal(now, c.st.MaxPause); refused || s.core.paused(now) {
+	if _, refused := s.core.refusal(now, c.st.MaxPause); refused || s.core.paused(now) || !s.retake(c, cl.t.Sent, now) {
 		s.giveBack(c, cl.t, now)
 		return stamp{}, false
 	}
 	cl.t.Sent = now // it goes out now, not when it was reserved
 	return cl.t, true
+}
+
+// retake moves a send claimed at from to now in the schedules (the
+// scope's, and the controller-wide ceiling's): given back and taken again,
+// under the ceilings in force now. The sends after it are then spaced from
+// when it goes, not from when it was claimed (a claim used 0.9 s late under
+// a MinGap of 1 s left 0.1 s before the next send), and a ceiling that
+// came since (a stricter rule merged into the scope, a Crawl-delay, a
+// rate cut, a pause) holds it back. False when the schedules do not allow
+// a send now: the claim is then given back. Called with mu held.
+func (s *scope) retake(c *Controller, from, now time.Duration) bool {
+	if now == from {
+		return true
+	}
+	b := &s.core.pace.b
+	b.Untake(from)
+	if !b.Take(now) {
+		return false
+	}
+	if g := c.global; g != nil {
+		g.mu.Lock()
+		g.b.Untake(from)
+		ok := g.b.Take(now)
+		g.mu.Unlock()
+		if !ok {
+			b.Untake(now)
+			return false
+		}
+	}
+	return true
 }
 
 // watchers are the functions Notify registered.

@@ -318,3 +318,155 @@ func TestClaimCancelGivesBackTheGlobalSlot(t *testing.T) {
 		p.Drop()
 	})
 }
+
+// okAnswer is a 200 with no headers.
+func okAnswer() *http.Response {
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}}
+}
+
+// getReq is a GET of u.
+func getReq(u string) *http.Request { r, _ := http.NewRequest(http.MethodGet, u, nil); return r }
+
+// A claim used later than it was taken counts from when it is used: under
+// a MinGap of 1 s, a claim taken at 0 and used at 0.9 s leaves the next
+// send a second after 0.9 s (before, it went at 1 s: 100 ms apart).
+func TestClaimUsedLateCountsFromItsUse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctrl, err := polite.New(polite.Config{Robots: new(false), Default: polite.Rule{MinGap: time.Second}})
+		require.NoError(t, err)
+		ctx := context.Background()
+		cl, _, err := hook.Reserve(ctrl, getReq("http://a.test/1"))
+		require.NoError(t, err)
+		require.True(t, cl.Held())
+		time.Sleep(900 * time.Millisecond) // its worker is slow to pick it up
+		p1, err := ctrl.Acquire(ctx, getReq("http://a.test/1"))
+		require.NoError(t, err)
+		first := time.Now()
+		p1.Record(okAnswer(), nil)
+		p2, err := ctrl.Acquire(ctx, getReq("http://a.test/2"))
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, time.Since(first), time.Second, "MinGap from the claim's use")
+		p2.Record(okAnswer(), nil)
+	})
+}
+
+// A claim is checked against the ceilings in force when it is used: one
+// scope spans a.test (Rate 10) and b.test (MinGap 1 s); a claim taken
+// under Rate 10 is not used by a b.test request 120 ms after the scope's
+// last send, once b.test's MinGap holds the scope (before, it was: 120 ms
+// apart).
+func TestClaimUsedUnderAStricterCeiling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctrl, err := polite.New(polite.Config{
+			Robots:  new(false),
+			Scope:   func(*http.Request) string { return "one" },
+			Default: polite.Rule{Rate: 10, InitialRate: 10},
+			Rules:   []polite.Rule{{Domain: "b.test", MinGap: time.Second}},
+		})
+		require.NoError(t, err)
+		ctx := context.Background()
+		p, err := ctrl.Acquire(ctx, getReq("http://a.test/0"))
+		require.NoError(t, err)
+		first := time.Now()
+		p.Record(okAnswer(), nil)
+		time.Sleep(100 * time.Millisecond)
+		cl, _, _ := hook.Reserve(ctrl, getReq("http://a.test/1"))
+		require.True(t, cl.Held())
+		time.Sleep(20 * time.Millisecond)
+		p, err = ctrl.Acquire(ctx, getReq("http://b.test/x"))
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, time.Since(first), time.Second, "b.test's MinGap from the scope's last send")
+		p.Record(okAnswer(), nil)
+	})
+}
+
+// A claim given back after a stricter ceiling came leaves the next send a
+// whole new gap after the send before it (before, the schedule gave back
+// the new, longer interval from the claim's slot: a send 150 ms after the
+// last under a MinGap of 1 s).
+func TestClaimCancelledAfterAStricterCeiling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctrl, err := polite.New(polite.Config{
+			Robots:  new(false),
+			Scope:   func(*http.Request) string { return "one" },
+			Default: polite.Rule{Rate: 10, InitialRate: 10},
+			Rules:   []polite.Rule{{Domain: "b.test", MinGap: time.Second}},
+		})
+		require.NoError(t, err)
+		ctx := context.Background()
+		p, err := ctrl.Acquire(ctx, getReq("http://a.test/0"))
+		require.NoError(t, err)
+		first := time.Now()
+		p.Record(okAnswer(), nil)
+		time.Sleep(100 * time.Millisecond)
+		cl, _, _ := hook.Reserve(ctrl, getReq("http://a.test/1"))
+		require.True(t, cl.Held())
+		time.Sleep(20 * time.Millisecond)
+		_, _, _ = hook.Reserve(ctrl, getReq("http://b.test/x")) // b.test's rule joins the scope
+		time.Sleep(30 * time.Millisecond)
+		cl.Cancel() // a cache hit: the claimed request never left
+		p, err = ctrl.Acquire(ctx, getReq("http://b.test/x"))
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, time.Since(first), time.Second, "a whole MinGap after the send that was made")
+		p.Record(okAnswer(), nil)
+	})
+}
+
+// A claim taken before a pause and used after it is spaced from its use:
+// at 1/s, a 429 saying Retry-After 5 while a claim waits for its worker,
+// the claim used 200 ms after the pause, the next send a second after it.
+func TestClaimUsedAfterAPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctrl, err := polite.New(polite.Config{Robots: new(false), Jitter: -1, Default: polite.Rule{Rate: 1, InitialRate: 1}})
+		require.NoError(t, err)
+		ctx := context.Background()
+		p0, err := ctrl.Acquire(ctx, getReq("http://a.test/0"))
+		require.NoError(t, err)
+		time.Sleep(time.Second)
+		r1, _, _ := hook.Reserve(ctrl, getReq("http://a.test/1"))
+		require.True(t, r1.Held())
+		time.Sleep(100 * time.Millisecond)
+		h := http.Header{}
+		h.Set("Retry-After", "5")
+		p0.Record(&http.Response{StatusCode: http.StatusTooManyRequests, Header: h}, nil)
+		snap, _ := ctrl.Snapshot("a.test")
+		time.Sleep(time.Until(snap.PausedUntil) + 200*time.Millisecond)
+		p1, err := ctrl.Acquire(ctx, getReq("http://a.test/1"))
+		require.NoError(t, err)
+		used := time.Now()
+		p1.Record(okAnswer(), nil)
+		p2, err := ctrl.Acquire(ctx, getReq("http://a.test/2"))
+		require.NoError(t, err)
+		snap, _ = ctrl.Snapshot("a.test")
+		assert.GreaterOrEqual(t, time.Since(used), time.Duration(float64(time.Second)/snap.Rate)-time.Millisecond,
+			"an interval of the rate in force after the claim's use")
+		p2.Record(okAnswer(), nil)
+	})
+}
+
+// A frontier told to wait for a scope's line (Reserve's Notify) hears when
+// the line empties because its waiter gave up, not only when one sends:
+// before, it was never told, and the scope sat idle.
+func TestNotifiedWhenAWaiterLeaves(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctrl, err := polite.New(polite.Config{Robots: new(false), Default: polite.Rule{Rate: 1, InitialRate: 1}})
+		require.NoError(t, err)
+		var notes atomic.Int32
+		stop := hook.Notify(ctrl, func(string) { notes.Add(1) })
+		defer stop()
+		p, err := ctrl.Acquire(context.Background(), getReq("http://a.test/0"))
+		require.NoError(t, err)
+		p.Record(okAnswer(), nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { _, err := ctrl.Acquire(ctx, getReq("http://a.test/w")); done <- err }()
+		time.Sleep(100 * time.Millisecond)
+		cl, w, _ := hook.Reserve(ctrl, getReq("http://a.test/f"))
+		require.False(t, cl.Held())
+		require.True(t, w.Notify, "behind the line")
+		before := notes.Load()
+		cancel()
+		require.Error(t, <-done)
+		assert.Greater(t, notes.Load(), before, "the line moved: the frontier is told")
+	})
+}

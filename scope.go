@@ -84,7 +84,7 @@ func (s *scope) acquire(ctx context.Context, c *Controller, cl call, now time.Du
 			select {
 			case <-w.ch:
 			case <-ctx.Done():
-				return stamp{}, s.leave(w, ctx.Err())
+				return stamp{}, s.leave(c, key, w, ctx.Err())
 			}
 			s.mu.Lock()
 			continue
@@ -101,7 +101,7 @@ func (s *scope) acquire(ctx context.Context, c *Controller, cl call, now time.Du
 			return t, nil
 		case fail:
 			s.publish(c, key, &tr, &cause{op: opAcquire})
-			return stamp{}, s.leave(w, s.refused(c, key, d.why))
+			return stamp{}, s.leave(c, key, w, s.refused(c, key, d.why))
 		}
 		s.publish(c, key, &tr, &cause{op: opAcquire})
 		var wake time.Time // zero: wait for a nudge
@@ -109,7 +109,7 @@ func (s *scope) acquire(ctx context.Context, c *Controller, cl call, now time.Du
 			wake = c.at(d.wake)
 		}
 		if err := sleep(ctx, w, c.at(now), wake); err != nil {
-			return stamp{}, s.leave(w, err)
+			return stamp{}, s.leave(c, key, w, err)
 		}
 		s.mu.Lock()
 	}
@@ -224,11 +224,14 @@ func sleep(ctx context.Context, w *waiter, now, wake time.Time) error {
 	}
 }
 
-// leave takes w out of the line after a failed wait.
-func (s *scope) leave(w *waiter, err error) error {
+// leave takes w out of the line after a failed wait. The line moved: a
+// frontier told to wait for it (Reserve's Notify, while the line was not
+// empty) hears of it, as when a waiter sends.
+func (s *scope) leave(c *Controller, key string, w *waiter, err error) error {
 	s.mu.Lock()
 	s.queue.remove(w)
 	s.mu.Unlock()
+	c.notify(key)
 	return err
 }
 

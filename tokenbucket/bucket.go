@@ -35,6 +35,10 @@ type Bucket struct {
 	// extra is the random gap Defer put before the next send, kept when
 	// the rate changes and cleared by the send
 	extra time.Duration
+	// the schedule before the last Take, for Untake: its next send and
+	// its last (prevSent: it had one)
+	prevTat, prevLast time.Duration
+	prevSent          bool
 }
 
 // Rate is the rate in force, sends per second.
@@ -101,20 +105,40 @@ func (b *Bucket) Take(now time.Duration) bool {
 	if b.sent {
 		from = max(from, b.tat)
 	}
+	b.prevTat, b.prevLast, b.prevSent = b.tat, b.last, b.sent
 	b.tat = from + t
 	b.last, b.sent, b.extra = now, true, 0
 	return true
 }
 
-// Untake gives back a send Take recorded that was not made (its request
-// never left): the next send may go one interval earlier. What Take
-// allows stays bounded as before: at most the credit before the
-// schedule, never a burst of sends given back.
-func (b *Bucket) Untake() {
-	if !b.sent || !(b.rate > 0) {
+// Untake gives back the send Take recorded at at, which was not made (its
+// request never left), if it is the last one taken: the schedule is as
+// before it, re-priced at the rate in force (a rate cut since then
+// spaces the next send from the send before it at the new interval, not
+// from the one given back). A send that is not the last is not given
+// back: its slot stays used (capacity lost, never a gap shortened). What
+// Take allows stays bounded as before: one send given back at most, never
+// a burst.
+func (b *Bucket) Untake(at time.Duration) {
+	if !b.sent || b.last != at {
 		return
 	}
-	b.tat = max(b.tat-interval(b.rate), b.last-interval(b.rate))
+	b.last, b.sent, b.tat = b.prevLast, b.prevSent, b.prevTat
+	if b.sent {
+		// (the extra a Defer drew after the send given back is kept)
+		b.tat = max(b.prevTat, b.last+interval(b.rate)) + b.extra
+	}
+}
+
+// Moved says that the send Take recorded at from, the last one, went at
+// to instead (a slot claimed ahead and used later): the sends after it
+// are spaced from to. Anything else is left as it is.
+func (b *Bucket) Moved(from, to time.Duration) {
+	if !b.sent || b.last != from || to <= from {
+		return
+	}
+	b.last = to
+	b.tat += to - from
 }
 
 // Drain stops the schedule for a pause that ends at until: the first send

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/colly-polite/polite/tokenbucket"
 )
@@ -154,8 +155,8 @@ func TestBucketHoldsTheRate(t *testing.T) {
 	assert.InDelta(t, 3000, n, 1, "sends in 100 s at 30/s")
 }
 
-// A send given back lets the next go in its slot, and no earlier: giving
-// back every send restores no burst.
+// A send given back lets the next go in its slot, and no earlier: only the
+// last send taken is given back, once, so giving back restores no burst.
 func TestUntake(t *testing.T) {
 	var b tokenbucket.Bucket
 	b.SetRate(10)
@@ -163,14 +164,44 @@ func TestUntake(t *testing.T) {
 	assert.True(t, b.Take(0))
 	assert.True(t, b.Take(100*time.Millisecond))
 	assert.Equal(t, 200*time.Millisecond, b.Next())
-	b.Untake() // the send at 100 ms never left
+	b.Untake(100 * time.Millisecond) // the send at 100 ms never left
 	assert.Equal(t, 100*time.Millisecond, b.Next(), "its slot is free again")
-	b.Untake()
-	b.Untake()
-	assert.Equal(t, 0*time.Millisecond, b.Next(), "at most back to the last send's own slot")
+	b.Untake(100 * time.Millisecond)
+	b.Untake(0) // made: not the last taken any more
+	assert.Equal(t, 100*time.Millisecond, b.Next(), "one send given back, not the one before it")
 	assert.True(t, b.Take(150*time.Millisecond))
 	assert.False(t, b.Take(150*time.Millisecond), "one send, not the three given back")
 	var closed tokenbucket.Bucket
-	closed.Untake() // nothing taken, nothing to give back
+	closed.Untake(0) // nothing taken, nothing to give back
 	assert.False(t, closed.Take(0))
+}
+
+// A send given back after a rate cut leaves the next one an interval at
+// the new rate after the send before it, not after the one given back:
+// at 10/s a send at 0 and a claim at 100 ms, then a cut to 1/s, then the
+// claim given back: the next send at 1 s (before, at 100 ms).
+func TestUntakeAfterCut(t *testing.T) {
+	var b tokenbucket.Bucket
+	b.SetRate(10)
+	b.SetStrict(true)
+	require.True(t, b.Take(0))
+	require.True(t, b.Take(100*time.Millisecond))
+	b.SetRate(1)
+	assert.Equal(t, 1100*time.Millisecond, b.Next())
+	b.Untake(100 * time.Millisecond)
+	assert.Equal(t, time.Second, b.Next(), "an interval at the new rate after the send that was made")
+}
+
+// A send claimed at one moment and made later is moved: the next send is
+// an interval after it went (a claim at 0 used at 900 ms under 1/s: the
+// next at 1.9 s, not at 1 s).
+func TestMoved(t *testing.T) {
+	var b tokenbucket.Bucket
+	b.SetRate(1)
+	b.SetStrict(true)
+	require.True(t, b.Take(0))
+	b.Moved(0, 900*time.Millisecond)
+	assert.Equal(t, 1900*time.Millisecond, b.Next())
+	b.Moved(0, 2*time.Second) // not the last send any more
+	assert.Equal(t, 1900*time.Millisecond, b.Next())
 }
