@@ -770,3 +770,51 @@ func TestFleetStoreDownFromTheStart(t *testing.T) {
 	assert.LessOrEqual(t, most, 4*3, "a second holds at most three sends 0.5 s apart of each")
 	assert.Greater(t, after, 8, "and once it answers, the fleet's slow start")
 }
+
+// A fleet's sends with deadlines shorter than its schedule's backlog keep
+// the fleet at its rate: a slot past a send's deadline is neither granted
+// nor taken (LeaseRequest.MaxWait is the deadline's), and the send fails
+// at once, as a local wait past its deadline does. Before, the store
+// granted slots past the deadlines, each given back unused pushed the
+// schedule further out, and two processes of 8 workers with 3-s deadlines
+// at 2/s sent nothing after the first seconds (slots 41 s away).
+func TestFleetDeadlinesShorterThanTheBacklog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{Latency: testserver.Latency{Base: 50 * time.Millisecond}}))
+		store := &fleet.MemoryStore{}
+		var wg sync.WaitGroup
+		var hung atomic.Int64
+		start := time.Now()
+		for i := range 2 {
+			ctrl, err := polite.New(polite.Config{Robots: new(false), JitterSeed: uint64(i + 1), Store: store,
+				Logger: slog.New(slog.DiscardHandler), Default: polite.Rule{Rate: 2, MaxConcurrency: 8, StartConcurrency: 8}})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = ctrl.Close() })
+			hc := &http.Client{Transport: ctrl.Transport(srv.Transport())}
+			for w := range 8 {
+				wg.Go(func() {
+					for k := 0; time.Since(start) < 30*time.Second; k++ {
+						ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+						req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/p/%d/%d/%d", srv.HostURL("a.test"), i, w, k), nil)
+						t0 := time.Now()
+						resp, err := hc.Do(req)
+						if err == nil {
+							_ = resp.Body.Close()
+						} else {
+							if errors.Is(err, context.DeadlineExceeded) && time.Since(t0) >= 3*time.Second {
+								hung.Add(1)
+							}
+							time.Sleep(100 * time.Millisecond)
+						}
+						cancel()
+					}
+				})
+			}
+		}
+		wg.Wait()
+		st := srv.Stats("a.test")
+		sent := float64(window(st, 5*time.Second, 30*time.Second)) / 25
+		assert.InDelta(t, 2, sent, 0.2, "the fleet keeps its rate of 2/s over 5-30 s")
+		assert.Zero(t, hung.Load(), "no send waits out its deadline for a slot past it")
+	})
+}

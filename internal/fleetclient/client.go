@@ -376,6 +376,12 @@ func (c *Client) Before(ctx context.Context, scope string, l Local, paced bool) 
 				c.asked(scope, false, asker)
 				return Send{}, &TooLongError{Wait: lease.Delay, Paused: lease.Paused > 0, Reason: lease.Reason}
 			}
+			if err := pastDeadline(ctx, lease.Delay); err != nil {
+				// the slot is past the send's deadline: it fails now, as
+				// a local wait that would pass it does
+				c.asked(scope, false, asker)
+				return Send{}, err
+			}
 			if err := c.refused(ctx, scope, &asker, busyWait(lease.Delay, ask.Rate, busy, l.Random())); err != nil {
 				return Send{}, err
 			}
@@ -402,7 +408,7 @@ func (c *Client) lease(ctx context.Context, scope string, l Local, want int, ask
 	ask := l.Ask(c.now())
 	id := c.process + "/" + strconv.FormatUint(c.seq.Add(1), 10)
 	req := fleet.LeaseRequest{Scope: scope, Process: c.process, ID: id, Rate: ask.Rate, Ceiling: ask.Ceiling, Limit: ask.Limit, Want: want,
-		Version: ask.Version, Seed: ask.Seed, TTL: c.ttl, MaxWait: c.maxPause}
+		Version: ask.Version, Seed: ask.Seed, TTL: c.ttl, MaxWait: maxWait(ctx, c.maxPause)}
 	settled := false
 	defer func() {
 		if settled {
@@ -461,6 +467,10 @@ func (c *Client) hold(ctx context.Context, scope string, l Local, lease fleet.Le
 	if lease.Delay > c.maxPause {
 		c.GiveBack(scope, l, lease.ID)
 		return Send{}, &TooLongError{Wait: lease.Delay, Paused: lease.Paused > 0, Reason: lease.Reason}
+	}
+	if err := pastDeadline(ctx, lease.Delay); err != nil {
+		c.GiveBack(scope, l, lease.ID)
+		return Send{}, err
 	}
 	c.keep(scope, lease.ID)
 	if err := sleep(ctx, lease.Delay); err != nil {
@@ -943,6 +953,32 @@ func (c *Client) Close() {
 }
 
 // sleep waits d, or until ctx ends.
+// maxWait is the longest a send of ctx waits for its slot: maxPause, or
+// half the time ctx's deadline leaves when that is less (the other half
+// for the request itself). A store then neither grants nor takes a slot
+// further away. A slot granted past the deadline, or so near it that the
+// request had no time left, was given back unused, and a slot given back
+// is lost to the whole fleet (the schedule does not take it back): each
+// pushed the schedule further out, until every slot was past every send's
+// deadline and the fleet sent nothing (two processes with 3-s deadlines at
+// 2/s: slots 41 s away, 0 sends a second).
+func maxWait(ctx context.Context, maxPause time.Duration) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return max(min(maxPause, time.Until(dl)/2), time.Nanosecond)
+	}
+	return maxPause
+}
+
+// pastDeadline is the error of a wait of d for a slot that maxWait would
+// not take (wrapping context.DeadlineExceeded), or nil: the send fails at
+// once, as a local wait past its deadline does.
+func pastDeadline(ctx context.Context, d time.Duration) error {
+	if _, ok := ctx.Deadline(); ok && d > maxWait(ctx, d) {
+		return fmt.Errorf("polite: the fleet's slot would leave the send less than half the time to its context deadline: %w", context.DeadlineExceeded)
+	}
+	return nil
+}
+
 func sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
