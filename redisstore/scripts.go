@@ -215,6 +215,7 @@ local sc = redis.call('HMGET', KEYS[1], 'tat', 'pause', 'reason', 'fl', 'q')
 local tat, pause, reason = num(sc[1]), num(sc[2]), num(sc[3])
 local paused = 0
 if pause > now then paused = pause - now else reason = 0 end
+if reason < 0 or reason > 255 or reason ~= math.floor(reason) then reason = 0 end -- stored: untrusted
 local fl, i = {0, 0, 0, 0, 0}, 1
 for v in string.gmatch(sc[4] or '', '%S+') do
   if i <= 5 then fl[i] = num(v) end
@@ -346,6 +347,7 @@ if d > 0 and now + d > pause then
 end
 local paused = 0
 if pause > now then paused = pause - now else reason = 0 end
+if reason < 0 or reason > 255 or reason ~= math.floor(reason) then reason = 0 end -- stored: untrusted
 
 local committed = 0
 if ARGV[5] ~= '' and ver == ARGV[6] then

@@ -368,3 +368,31 @@ func TestSubscribeSurvivesRestart(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "no pause heard within 10 s of the restart")
 	}
 }
+
+// A stored pause reason that is no reason (written by another program, or
+// a store of another version) reads as an unknown reason, the pause kept:
+// before, it was handed back as it was, the reply was refused as
+// unreadable, and every Lease and Return failed until the pause ended
+// (the fleet read the store as down, and the pause was not shared).
+func TestStoredReasonOutOfRange(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	s := redisstore.New(rdb, redisstore.Options{})
+	scope := "r.test"
+	ask := fleet.LeaseRequest{Scope: scope, Process: "p", Rate: 10, Limit: 4, TTL: 3 * time.Second, MaxWait: 120 * time.Second, Seed: []byte("s")}
+	g, err := s.Lease(ctx, ask)
+	require.NoError(t, err)
+	_, err = s.Return(ctx, fleet.Return{Scope: scope, Process: "p", Lease: g.ID, Pause: 30 * time.Second, Reason: 1})
+	require.NoError(t, err)
+	for _, bad := range []string{"256", "-1", "1.5", "1e300"} {
+		require.NoError(t, rdb.HSet(ctx, redisstore.Keys(s, scope)[0], "reason", bad).Err())
+		g, err := s.Lease(ctx, ask)
+		require.NoError(t, err, "reason %s", bad)
+		assert.Greater(t, g.Paused, 20*time.Second, "reason %s: the pause is kept", bad)
+		assert.Zero(t, g.Reason, "reason %s: unknown", bad)
+		st, err := s.Return(ctx, fleet.Return{Scope: scope, Process: "p"})
+		require.NoError(t, err, "reason %s", bad)
+		assert.Greater(t, st.Paused, 20*time.Second)
+	}
+}
