@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/colly-polite/polite/fleet"
+	"github.com/colly-polite/polite/internal/fleetclient"
 	"github.com/colly-polite/polite/internal/redistest"
 	"github.com/colly-polite/polite/redisstore"
 )
@@ -101,7 +101,12 @@ func queue(t *testing.T, s *redisstore.Store, scope string, n int) {
 // limit is the concurrency limit the processes ask with.
 const limit = 40
 
-func processName(p int) string { return fmt.Sprintf("crawler-7d9f8b6c5-x2k4q-48213-9f3a1c2%d", p) }
+// processName is the longest name fleetclient gives a process (a host
+// name of 63 bytes, the longest DNS label, a pid of seven digits), process
+// p's.
+func processName(p int) string {
+	return fleetclient.ProcessName(strings.Repeat("h", 63), 4194304, [4]byte{0x9f, 0x3a, 0x1c, byte(p)})
+}
 
 // send is one send of process p on scope through s, as the controller
 // makes it (a process name as fleetclient's, the law's 62-byte shared part

@@ -256,7 +256,7 @@ func New(store fleet.Store, cfg Config) *Client {
 		life:     life,
 		stop:     stop,
 		store:    store,
-		process:  fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:])),
+		process:  ProcessName(host, os.Getpid(), b),
 		ttl:      cfg.TTL,
 		maxPause: cfg.MaxPause,
 		logger:   cfg.Logger,
@@ -265,6 +265,22 @@ func New(store fleet.Store, cfg Config) *Client {
 		turns:    map[string]*turnState{},
 		pending:  map[string]int{},
 	}
+}
+
+// hostPart is the most of the host name a process's name keeps.
+const hostPart = 20
+
+// ProcessName is the name of a process in the fleet: the start of its
+// host name (hostPart bytes at most: it is for a reader), its pid and four
+// random bytes (what makes it unique). Its length is bounded, 37 bytes at
+// most, because a store keeps it in every scope the process asked on: a
+// whole host name of 56 bytes or more took the processes' set past the
+// 64-byte members Redis packs, and an idle scope from 600 B to 1,464 B.
+func ProcessName(host string, pid int, rnd [4]byte) string {
+	if len(host) > hostPart {
+		host = host[:hostPart]
+	}
+	return fmt.Sprintf("%s-%d-%s", host, pid, hex.EncodeToString(rnd[:]))
 }
 
 // Subscribe has fn hear every pause the fleet shares, and the client every
