@@ -419,13 +419,11 @@ func (c *core) setShare(now time.Duration, share float64) (was float64) {
 	return was
 }
 
-// setLone holds the rate at the rule's initial rate while on (a fleet
-// whose store never answered: its size is unknown), and the law under it.
-func (c *core) setLone(now time.Duration, on bool) {
-	lone := 0.0
-	if on {
-		lone = c.rule.InitialRate
-	}
+// setLone holds the rate, and the law under it, at lone while the store
+// is away (0: lifted): the rule's initial rate for a fleet whose store
+// never answered (its size is unknown), or the fleet's rate as last
+// shared for one whose store answered before.
+func (c *core) setLone(now time.Duration, lone float64) {
 	if lone != c.pace.lone {
 		c.pace.lone = lone
 		c.pace.sync(now, c)

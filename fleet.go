@@ -112,7 +112,7 @@ func (f fleetScope) Granted(state []byte, version uint64, live int, ceiling floa
 		for seen := f.c.fleetLive.Load(); int64(live) > seen && !f.c.fleetLive.CompareAndSwap(seen, int64(live)); {
 			seen = f.c.fleetLive.Load()
 		}
-		s.core.setLone(now, false)
+		s.core.setLone(now, 0)
 		if !rejoining {
 			s.core.setShare(now, 1)
 		} else {
@@ -143,10 +143,22 @@ func (f fleetScope) Alone() bool {
 	s.fleetTransition(f.c, f.key, func(now time.Duration) {
 		sf := s.fleetView()
 		live := sf.live
-		if !sf.heard {
+		switch {
+		case !sf.heard:
 			seen := f.c.fleetLive.Load()
 			live = max(live, int(seen))
-			s.core.setLone(now, seen == 0)
+			lone := 0.0
+			if seen == 0 {
+				lone = s.core.rule.InitialRate
+			}
+			s.core.setLone(now, lone)
+		case s.core.share() == 1:
+			// going alone: the fleet's rate stays where it was last
+			// shared. A process sees only its share's answers, and a
+			// rise on them assumes the others rise too: each law's slow
+			// start or probes, unshared, took a fleet from 4/s at the
+			// fault to 193/s at its end
+			s.core.setLone(now, s.core.fleetRate())
 		}
 		was := s.core.setShare(now, 1/float64(max(live, 1)))
 		changed = live > 1 && (was == 0 || was == 1)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"slices"
@@ -816,5 +817,40 @@ func TestFleetDeadlinesShorterThanTheBacklog(t *testing.T) {
 		sent := float64(window(st, 5*time.Second, 30*time.Second)) / 25
 		assert.InDelta(t, 2, sent, 0.2, "the fleet keeps its rate of 2/s over 5-30 s")
 		assert.Zero(t, hung.Load(), "no send waits out its deadline for a slot past it")
+	})
+}
+
+// While the store is away, no process raises the fleet's rate on its own:
+// each keeps to its share of the rate last shared. A process sees only its
+// share's answers; before, each law went on with slow start on them, and
+// three processes sharing 4/s when the store failed sent 193/s six seconds
+// later, against a host that never says no.
+func TestFleetRateHeldWhileTheStoreIsAway(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{Limit: fixedWindow(200), Latency: testserver.Latency{Base: 100 * time.Millisecond}}))
+		store := &failingStore{}
+		var ctrls []*polite.Controller
+		var wg sync.WaitGroup
+		for i := range 3 {
+			ctrl, err := polite.New(polite.Config{Robots: new(false), JitterSeed: uint64(i + 1), Store: store, Logger: slog.New(slog.DiscardHandler)})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = ctrl.Close() })
+			ctrls = append(ctrls, ctrl)
+			cc := newCollectorWith(t, srv, ctrl)
+			wg.Go(func() { crawl(t, cc, 20, 13*time.Second, srv.HostURL("a.test")) })
+		}
+		var shared float64
+		time.AfterFunc(3*time.Second-time.Millisecond, func() {
+			s, _ := ctrls[0].Snapshot("a.test")
+			shared = s.FleetRate
+			store.broken.Store(true)
+		})
+		time.AfterFunc(9*time.Second, func() { store.broken.Store(false) })
+		wg.Wait()
+		require.Positive(t, shared)
+		st := srv.Stats("a.test")
+		for s := 4 * time.Second; s < 9*time.Second; s += time.Second {
+			assert.LessOrEqual(t, float64(window(st, s, s+time.Second)), math.Ceil(shared*1.1), "second %v: the rate last shared (%.1f/s) + 10 %%", s, shared)
+		}
 	})
 }
