@@ -854,3 +854,79 @@ func TestFleetRateHeldWhileTheStoreIsAway(t *testing.T) {
 		}
 	})
 }
+
+// heldReplies is a store whose calls, while slow, get no answer before
+// their contexts end (a Redis whose replies come late), counting the Lease
+// calls waiting at once.
+type heldReplies struct {
+	fleet.MemoryStore
+	slow, count      atomic.Bool // count: the calls are counted
+	in, peak, called atomic.Int64
+}
+
+func (f *heldReplies) wait(ctx context.Context) error {
+	if !f.slow.Load() {
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (f *heldReplies) Lease(ctx context.Context, a fleet.LeaseRequest) (fleet.Lease, error) {
+	if f.slow.Load() && f.count.Load() {
+		f.called.Add(1)
+		n := f.in.Add(1)
+		for p := f.peak.Load(); n > p && !f.peak.CompareAndSwap(p, n); p = f.peak.Load() {
+		}
+		defer f.in.Add(-1)
+	}
+	if err := f.wait(ctx); err != nil {
+		return fleet.Lease{}, err
+	}
+	return f.MemoryStore.Lease(ctx, a)
+}
+
+func (f *heldReplies) Return(ctx context.Context, r fleet.Return) (fleet.Settlement, error) {
+	if err := f.wait(ctx); err != nil {
+		return fleet.Settlement{}, err
+	}
+	return f.MemoryStore.Return(ctx, r)
+}
+
+func (f *heldReplies) Renew(ctx context.Context, scope, process string, leases []string, ttl time.Duration) error {
+	if err := f.wait(ctx); err != nil {
+		return err
+	}
+	return f.MemoryStore.Renew(ctx, scope, process, leases, ttl)
+}
+
+// While the store holds its replies, one send a try waits on it, and the
+// tries come storeRetryMax apart from their starts: the others go on the
+// process's share. Before, every send that found a try due waited the
+// call's second (up to six at once), and the tries came 3 s apart (the
+// backoff counted from the failure): 34 Lease calls in 18 s, and seconds
+// of 1-4 sends against 10. (The calls under way when the store turned
+// slow fail together; the count starts after them.)
+func TestOneSendATryWaitsOnASlowStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := testserver.NewTest(t, oneHost(testserver.Policy{Latency: testserver.Latency{Base: 50 * time.Millisecond}}))
+		store := &heldReplies{}
+		ctrl, err := polite.New(polite.Config{Robots: new(false), JitterSeed: 1, Store: store,
+			Default: polite.Rule{Rate: 10}, Logger: slog.New(slog.DiscardHandler)})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = ctrl.Close() })
+		c := newCollectorWith(t, srv, ctrl)
+		var wg sync.WaitGroup
+		wg.Go(func() { crawl(t, c, 6, 30*time.Second, srv.HostURL("a.test")) })
+		time.AfterFunc(10*time.Second, func() { store.slow.Store(true) })
+		time.AfterFunc(12*time.Second, func() { store.count.Store(true) })
+		time.AfterFunc(28*time.Second, func() { store.slow.Store(false) })
+		wg.Wait()
+		assert.EqualValues(t, 1, store.peak.Load(), "one Lease call at a time waits on the slow store")
+		assert.LessOrEqual(t, store.called.Load(), int64(9), "a try every 2 s at most over 16 s")
+		st := srv.Stats("a.test")
+		for s := 12 * time.Second; s < 28*time.Second; s += time.Second {
+			assert.GreaterOrEqual(t, window(st, s, s+time.Second), 8, "second %v: the process on its share (10/s)", s)
+		}
+	})
+}

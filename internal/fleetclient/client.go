@@ -166,6 +166,7 @@ type Client struct {
 	backAt  atomic.Int64          // when the store last answered again after failing (c.now(); 0: never failed)
 	retryAt time.Duration         // guarded by mu: while down, the store is not asked before then
 	backoff time.Duration         // guarded by mu: the wait before the next try while down
+	tryAt   time.Duration         // guarded by mu: while down, when the try under way began (0: none)
 	leases  map[string]heldLease  // guarded by mu: the leases held
 	turns   map[string]*turnState // guarded by mu: per scope, while the fleet is busy for this process
 	pending map[string]int        // guarded by mu: per scope, the sends in Before (the process's demand)
@@ -439,6 +440,13 @@ func (c *Client) lease(ctx context.Context, scope string, l Local, want int, ask
 		c.asked(scope, false, asker)
 		c.giveBackOwed()
 	}()
+	if !c.try() {
+		// another send makes the store's try: this one goes on its share
+		settled = true
+		c.asked(scope, false, asker)
+		l.Alone()
+		return fleet.Lease{}, ask, ErrAgain
+	}
 	cctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	lease, err := c.store.Lease(cctx, req)
@@ -451,7 +459,11 @@ func (c *Client) lease(ctx context.Context, scope string, l Local, want int, ask
 			// the caller gave up, not the store: nothing else would give
 			// the lease back before it expires (owed leases go back when a
 			// store that failed answers again), and it would hold one of
-			// the fleet's slots till then, for every send given up
+			// the fleet's slots till then, for every send given up. A try
+			// it made is over: the next send may make one
+			c.mu.Lock()
+			c.tryAt = 0
+			c.mu.Unlock()
 			c.giveBackOwed()
 			return fleet.Lease{}, ask, ctx.Err()
 		}
@@ -819,7 +831,36 @@ func (c *Client) skip() bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.down.Load() && c.now() < c.retryAt
+	return c.down.Load() && !c.dueLocked(c.now())
+}
+
+// dueLocked reports whether the store, down, is due for a try at now: its
+// backoff is over, and no try is under way (one that ended without saying
+// so, a Store that panicked, is over after twice a call's bound). Called
+// with mu held.
+func (c *Client) dueLocked(now time.Duration) bool {
+	return now >= c.retryAt && (c.tryAt == 0 || now-c.tryAt >= 2*storeTimeout)
+}
+
+// try reports whether a call to the store may be made now: the store is
+// up, or down and due for a try, which this call then makes (the others
+// go on their shares until it ends: one send waits on a store that may
+// not answer, not every send that found the try due).
+func (c *Client) try() bool {
+	if !c.down.Load() {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	if !c.down.Load() {
+		return true
+	}
+	if !c.dueLocked(now) {
+		return false
+	}
+	c.tryAt = max(now, 1)
+	return true
 }
 
 // failed marks the store down after a failed call on scope (saying so
@@ -831,9 +872,12 @@ func (c *Client) failed(scope string, err error) {
 	switch {
 	case !was:
 		c.backoff, c.retryAt = storeRetryMin, now+storeRetryMin
-	case now >= c.retryAt:
+	case c.tryAt > 0:
+		// the try failed: the next comes a backoff after it began, not
+		// after it ended (a slow store's tries came every 3 s, not 2)
 		c.backoff = min(2*c.backoff, storeRetryMax)
-		c.retryAt = now + c.backoff
+		c.retryAt = c.tryAt + c.backoff
+		c.tryAt = 0
 	}
 	c.down.Store(true)
 	c.mu.Unlock()
@@ -850,6 +894,7 @@ func (c *Client) ok(scope string) {
 	}
 	c.mu.Lock()
 	was := c.down.Swap(false)
+	c.tryAt = 0
 	if was {
 		c.backAt.Store(int64(max(c.now(), 1)))
 	}
