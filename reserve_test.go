@@ -350,66 +350,46 @@ func TestClaimUsedLateCountsFromItsUse(t *testing.T) {
 	})
 }
 
-// A claim is checked against the ceilings in force when it is used: one
-// scope spans a.test (Rate 10) and b.test (MinGap 1 s); a claim taken
-// under Rate 10 is not used by a b.test request 120 ms after the scope's
-// last send, once b.test's MinGap holds the scope (before, it was: 120 ms
-// apart).
-func TestClaimUsedUnderAStricterCeiling(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctrl, err := polite.New(polite.Config{
-			Robots:  new(false),
-			Scope:   func(*http.Request) string { return "one" },
-			Default: polite.Rule{Rate: 10, InitialRate: 10},
-			Rules:   []polite.Rule{{Domain: "b.test", MinGap: time.Second}},
+// A claim is checked against the ceilings in force when it is used or
+// given back. One scope spans a.test (Rate 10) and b.test (MinGap 1 s); a
+// claim is taken under Rate 10 100 ms after the scope's last send, and
+// b.test's rule joins the scope 20 ms later. Used by b.test's request, it
+// does not go then (before, 120 ms after the last send); given back (a
+// cache hit), it leaves b.test's send a whole MinGap after the last one
+// made (before, the schedule gave back the new, longer interval from the
+// claim's slot: 150 ms after it).
+func TestClaimUnderAStricterCeiling(t *testing.T) {
+	for _, cancel := range []bool{false, true} {
+		t.Run(map[bool]string{false: "used", true: "given back"}[cancel], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctrl, err := polite.New(polite.Config{
+					Robots:  new(false),
+					Scope:   func(*http.Request) string { return "one" },
+					Default: polite.Rule{Rate: 10, InitialRate: 10},
+					Rules:   []polite.Rule{{Domain: "b.test", MinGap: time.Second}},
+				})
+				require.NoError(t, err)
+				ctx := context.Background()
+				p, err := ctrl.Acquire(ctx, getReq("http://a.test/0"))
+				require.NoError(t, err)
+				first := time.Now()
+				p.Record(okAnswer(), nil)
+				time.Sleep(100 * time.Millisecond)
+				cl, _, _ := hook.Reserve(ctrl, getReq("http://a.test/1"))
+				require.True(t, cl.Held())
+				time.Sleep(20 * time.Millisecond)
+				if cancel {
+					_, _, _ = hook.Reserve(ctrl, getReq("http://b.test/x")) // b.test's rule joins the scope
+					time.Sleep(30 * time.Millisecond)
+					cl.Cancel() // the claimed request never left
+				}
+				p, err = ctrl.Acquire(ctx, getReq("http://b.test/x"))
+				require.NoError(t, err)
+				assert.GreaterOrEqual(t, time.Since(first), time.Second, "b.test's MinGap from the scope's last send")
+				p.Record(okAnswer(), nil)
+			})
 		})
-		require.NoError(t, err)
-		ctx := context.Background()
-		p, err := ctrl.Acquire(ctx, getReq("http://a.test/0"))
-		require.NoError(t, err)
-		first := time.Now()
-		p.Record(okAnswer(), nil)
-		time.Sleep(100 * time.Millisecond)
-		cl, _, _ := hook.Reserve(ctrl, getReq("http://a.test/1"))
-		require.True(t, cl.Held())
-		time.Sleep(20 * time.Millisecond)
-		p, err = ctrl.Acquire(ctx, getReq("http://b.test/x"))
-		require.NoError(t, err)
-		assert.GreaterOrEqual(t, time.Since(first), time.Second, "b.test's MinGap from the scope's last send")
-		p.Record(okAnswer(), nil)
-	})
-}
-
-// A claim given back after a stricter ceiling came leaves the next send a
-// whole new gap after the send before it (before, the schedule gave back
-// the new, longer interval from the claim's slot: a send 150 ms after the
-// last under a MinGap of 1 s).
-func TestClaimCancelledAfterAStricterCeiling(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctrl, err := polite.New(polite.Config{
-			Robots:  new(false),
-			Scope:   func(*http.Request) string { return "one" },
-			Default: polite.Rule{Rate: 10, InitialRate: 10},
-			Rules:   []polite.Rule{{Domain: "b.test", MinGap: time.Second}},
-		})
-		require.NoError(t, err)
-		ctx := context.Background()
-		p, err := ctrl.Acquire(ctx, getReq("http://a.test/0"))
-		require.NoError(t, err)
-		first := time.Now()
-		p.Record(okAnswer(), nil)
-		time.Sleep(100 * time.Millisecond)
-		cl, _, _ := hook.Reserve(ctrl, getReq("http://a.test/1"))
-		require.True(t, cl.Held())
-		time.Sleep(20 * time.Millisecond)
-		_, _, _ = hook.Reserve(ctrl, getReq("http://b.test/x")) // b.test's rule joins the scope
-		time.Sleep(30 * time.Millisecond)
-		cl.Cancel() // a cache hit: the claimed request never left
-		p, err = ctrl.Acquire(ctx, getReq("http://b.test/x"))
-		require.NoError(t, err)
-		assert.GreaterOrEqual(t, time.Since(first), time.Second, "a whole MinGap after the send that was made")
-		p.Record(okAnswer(), nil)
-	})
+	}
 }
 
 // A claim taken before a pause and used after it is spaced from its use:

@@ -39,6 +39,7 @@ type Bucket struct {
 	// its last (prevSent: it had one)
 	prevTat, prevLast time.Duration
 	prevSent          bool
+	undone            bool // the last Take was given back: none to give back until the next
 }
 
 // Rate is the rate in force, sends per second.
@@ -105,7 +106,7 @@ func (b *Bucket) Take(now time.Duration) bool {
 	if b.sent {
 		from = max(from, b.tat)
 	}
-	b.prevTat, b.prevLast, b.prevSent = b.tat, b.last, b.sent
+	b.prevTat, b.prevLast, b.prevSent, b.undone = b.tat, b.last, b.sent, false
 	b.tat = from + t
 	b.last, b.sent, b.extra = now, true, 0
 	return true
@@ -120,9 +121,10 @@ func (b *Bucket) Take(now time.Duration) bool {
 // Take allows stays bounded as before: one send given back at most, never
 // a burst.
 func (b *Bucket) Untake(at time.Duration) {
-	if !b.sent || b.last != at {
+	if !b.sent || b.last != at || b.undone {
 		return
 	}
+	b.undone = true
 	b.last, b.sent, b.tat = b.prevLast, b.prevSent, b.prevTat
 	if b.sent {
 		// (the extra a Defer drew after the send given back is kept)

@@ -167,7 +167,7 @@ func TestUntake(t *testing.T) {
 	b.Untake(100 * time.Millisecond) // the send at 100 ms never left
 	assert.Equal(t, 100*time.Millisecond, b.Next(), "its slot is free again")
 	b.Untake(100 * time.Millisecond)
-	b.Untake(0) // made: not the last taken any more
+	b.Untake(0) // made: the send before the one given back is not given back
 	assert.Equal(t, 100*time.Millisecond, b.Next(), "one send given back, not the one before it")
 	assert.True(t, b.Take(150*time.Millisecond))
 	assert.False(t, b.Take(150*time.Millisecond), "one send, not the three given back")
